@@ -1,0 +1,268 @@
+# cython: language_level=3
+"""Private compiled core of mpinb: XLA FFI handlers that call MPI.
+
+Each handler receives its data buffers followed by one ordering buffer (operand and result,
+see mpinb/mpi/primitives.py), reads its attributes by name, runs exactly one MPI call and
+returns NULL or an XLA FFI error naming op, rank and values. Handlers never take the GIL.
+
+A process-wide mutex guarantees that no two collectives run at the same time even if XLA
+schedules independent custom calls on different worker threads. While a collective runs, the
+op name, sequence number, size and start time are published in a record that Python can read
+from another thread (``inflight()``) to tell which MPI call a blocked rank is waiting in.
+
+This module never imports the Python layer above it; mpinb.mpi.library loads it after
+mpi4py.MPI has initialised MPI and loaded libmpi.
+"""
+
+from libc.stdint cimport int64_t, intptr_t
+from libc.limits cimport INT_MAX
+from libc.string cimport memcmp, memcpy, memset, strlen
+from libc.stdio cimport snprintf, fprintf, fflush, stderr
+from libc.stdlib cimport malloc, free
+from cpython.pycapsule cimport PyCapsule_New
+
+from mpi4py.libmpi cimport (
+    MPI_Comm, MPI_Op, MPI_Datatype, MPI_Status, MPI_SUCCESS, MPI_IN_PLACE, MPI_STATUS_IGNORE,
+    MPI_ANY_SOURCE, MPI_PROC_NULL, MPI_MAX_ERROR_STRING, MPI_MAX_LIBRARY_VERSION_STRING,
+    MPI_COMM_WORLD, MPI_C_BOOL, MPI_INT8_T, MPI_INT16_T, MPI_INT32_T, MPI_INT64_T, MPI_UINT8_T,
+    MPI_UINT16_T, MPI_UINT32_T, MPI_UINT64_T, MPI_FLOAT, MPI_DOUBLE, MPI_C_FLOAT_COMPLEX,
+    MPI_C_DOUBLE_COMPLEX, MPI_Comm_rank, MPI_Comm_size, MPI_Error_string, MPI_Wtime,
+    MPI_Get_library_version, MPI_Initialized, MPI_Allreduce, MPI_Alltoall, MPI_Alltoallv,
+    MPI_Allgather, MPI_Allgatherv, MPI_Bcast, MPI_Reduce, MPI_Gather, MPI_Scatter, MPI_Scan,
+    MPI_Send, MPI_Recv, MPI_Sendrecv, MPI_Barrier, MPI_Reduce_scatter_block,
+)
+from xla_ffi cimport *
+
+cdef extern from "mpi_family.h":
+    const char* MPINB_MPI_FAMILY
+    const char* MPINB_BUILD_MPICC
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    int pthread_mutex_init(pthread_mutex_t*, void*)
+    int pthread_mutex_lock(pthread_mutex_t*)
+    int pthread_mutex_unlock(pthread_mutex_t*)
+
+
+cdef enum:
+    OP_ALLREDUCE = 0
+    OP_ALLTOALL
+    OP_ALLGATHER
+    OP_BCAST
+    OP_REDUCE
+    OP_GATHER
+    OP_SCATTER
+    OP_SCAN
+    OP_SEND
+    OP_RECV
+    OP_SENDRECV
+    OP_BARRIER
+    OP_REDUCE_SCATTER
+    OP_ALLGATHERV
+    OP_ALLTOALLV
+    NUM_OPS
+
+cdef const char* op_name(int opcode) noexcept nogil:
+    if opcode == OP_ALLREDUCE: return b"allreduce"
+    if opcode == OP_ALLTOALL: return b"alltoall"
+    if opcode == OP_ALLGATHER: return b"allgather"
+    if opcode == OP_BCAST: return b"bcast"
+    if opcode == OP_REDUCE: return b"reduce"
+    if opcode == OP_GATHER: return b"gather"
+    if opcode == OP_SCATTER: return b"scatter"
+    if opcode == OP_SCAN: return b"scan"
+    if opcode == OP_SEND: return b"send"
+    if opcode == OP_RECV: return b"recv"
+    if opcode == OP_SENDRECV: return b"sendrecv"
+    if opcode == OP_BARRIER: return b"barrier"
+    if opcode == OP_REDUCE_SCATTER: return b"reduce_scatter"
+    if opcode == OP_ALLGATHERV: return b"allgatherv"
+    if opcode == OP_ALLTOALLV: return b"alltoallv"
+    return b"unknown"
+
+include "call_frame.pxi"
+
+
+# ---------------------------------------------------------------------------------------
+# Process-wide state: serialisation lock, debug switch, the record of the call in flight.
+
+cdef struct InFlight:
+    int active
+    int opcode
+    int peer
+    int64_t nbytes
+    double t0
+
+cdef pthread_mutex_t g_lock
+pthread_mutex_init(&g_lock, NULL)
+cdef int g_debug = 0
+cdef int64_t g_calls = 0
+cdef int64_t g_errors = 0
+cdef InFlight g_inflight
+memset(&g_inflight, 0, sizeof(InFlight))
+cdef int g_world_rank = -1
+
+
+cdef int begin(XLA_FFI_CallFrame* f, Call* c, int opcode, int ndata_args,
+               int ndata_rets) noexcept nogil:
+    """Common prologue. Returns 1 when the handler must return c.err right away (NULL for the
+    metadata query and non-execute stages, an error for a malformed frame)."""
+    cdef char what[200]
+    cdef int rc
+    memset(c, 0, sizeof(Call))
+    c.f = f
+    c.opcode = opcode
+    c.rank = g_world_rank
+    if answer_metadata(f):
+        return 1
+    if f.stage != XLA_FFI_ExecutionStage_EXECUTE:
+        return 1
+    if f.args.size != ndata_args + 1 or f.rets.size != ndata_rets + 1:
+        snprintf(what, 200, b"expected %d operands and %d results (with the ordering buffer), "
+                 b"got %lld and %lld", ndata_args + 1, ndata_rets + 1,
+                 <long long>f.args.size, <long long>f.rets.size)
+        return fail(c, XLA_FFI_Error_Code_INVALID_ARGUMENT, what)
+    if decode_attrs(c):
+        return 1
+    rc = MPI_Comm_rank(c.comm, &c.rank)
+    if rc == MPI_SUCCESS:
+        rc = MPI_Comm_size(c.comm, &c.size)
+    if rc != MPI_SUCCESS:
+        c.rank = g_world_rank
+        return fail(c, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                    b"invalid communicator handle (was it freed?)")
+    return 0
+
+
+cdef inline void enter(Call* c, int64_t nbytes, int peer) noexcept nogil:
+    """Take the collective lock and publish what this rank is about to wait in."""
+    global g_calls
+    pthread_mutex_lock(&g_lock)
+    c.locked = True
+    c.nbytes = nbytes
+    g_calls += 1
+    g_inflight.opcode = c.opcode
+    g_inflight.peer = peer
+    g_inflight.nbytes = nbytes
+    c.t0 = MPI_Wtime()
+    g_inflight.t0 = c.t0
+    g_inflight.active = 1
+
+
+cdef XLA_FFI_Error* finish(Call* c, int rc, const char* mpi_fn) noexcept nogil:
+    """Common epilogue: release the lock, log, and turn an MPI return code into an error."""
+    global g_errors
+    cdef double dt = 0.0
+    cdef char estr[MPI_MAX_ERROR_STRING + 1]
+    cdef int elen = 0
+    cdef char what[MPI_MAX_ERROR_STRING + 100]
+    if c.locked:
+        dt = MPI_Wtime() - c.t0
+        g_inflight.active = 0
+        pthread_mutex_unlock(&g_lock)
+        c.locked = False
+        if g_debug:
+            fprintf(stderr, b"r%d | %s, %lld bytes, %.6f s\n", c.rank, op_name(c.opcode),
+                    <long long>c.nbytes, dt)
+            fflush(stderr)
+    if rc != MPI_SUCCESS:
+        if MPI_Error_string(rc, estr, &elen) != MPI_SUCCESS:
+            elen = 0
+        estr[elen] = 0
+        snprintf(what, sizeof(what), b"%s failed: %s (MPI error code %d)", mpi_fn, estr, rc)
+        fail(c, XLA_FFI_Error_Code_INTERNAL, what)
+    if c.err != NULL:
+        g_errors += 1
+    return c.err
+
+
+cdef inline void* send_ptr(const XLA_FFI_Buffer* x, const XLA_FFI_Buffer* y) noexcept nogil:
+    """MPI_IN_PLACE when XLA aliased the result onto the operand."""
+    return MPI_IN_PLACE if x.data == y.data else x.data
+
+
+include "handlers.pxi"
+
+
+# ---------------------------------------------------------------------------------------
+# Python-visible functions (called with the GIL, never from a handler).
+
+def registrations():
+    """Map of custom-call target name -> PyCapsule of the XLA FFI handler."""
+    return {
+        "mpinb_allreduce": PyCapsule_New(<void*>h_allreduce, NULL, NULL),
+        "mpinb_alltoall": PyCapsule_New(<void*>h_alltoall, NULL, NULL),
+        "mpinb_allgather": PyCapsule_New(<void*>h_allgather, NULL, NULL),
+        "mpinb_bcast": PyCapsule_New(<void*>h_bcast, NULL, NULL),
+        "mpinb_reduce": PyCapsule_New(<void*>h_reduce, NULL, NULL),
+        "mpinb_gather": PyCapsule_New(<void*>h_gather, NULL, NULL),
+        "mpinb_scatter": PyCapsule_New(<void*>h_scatter, NULL, NULL),
+        "mpinb_scan": PyCapsule_New(<void*>h_scan, NULL, NULL),
+        "mpinb_send": PyCapsule_New(<void*>h_send, NULL, NULL),
+        "mpinb_recv": PyCapsule_New(<void*>h_recv, NULL, NULL),
+        "mpinb_sendrecv": PyCapsule_New(<void*>h_sendrecv, NULL, NULL),
+        "mpinb_barrier": PyCapsule_New(<void*>h_barrier, NULL, NULL),
+        "mpinb_reduce_scatter": PyCapsule_New(<void*>h_reduce_scatter, NULL, NULL),
+        "mpinb_allgatherv": PyCapsule_New(<void*>h_allgatherv, NULL, NULL),
+        "mpinb_alltoallv": PyCapsule_New(<void*>h_alltoallv, NULL, NULL),
+    }
+
+
+def build_info():
+    """What this extension was compiled against."""
+    return {
+        "mpi_family": MPINB_MPI_FAMILY.decode(),
+        "mpicc": MPINB_BUILD_MPICC.decode(),
+        "sizeof_comm": sizeof(MPI_Comm),
+        "ffi_api": (XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR),
+    }
+
+
+def loaded_library_version():
+    """MPI_Get_library_version of the libmpi this extension resolved at load time."""
+    cdef char buf[MPI_MAX_LIBRARY_VERSION_STRING + 1]
+    cdef int n = 0
+    if MPI_Get_library_version(buf, &n) != MPI_SUCCESS:
+        return ""
+    buf[n] = 0
+    return buf[:n].decode(errors="replace")
+
+
+def initialize():
+    """Record the world rank for messages; MPI must already be initialised (by mpi4py)."""
+    global g_world_rank
+    cdef int flag = 0
+    MPI_Initialized(&flag)
+    if not flag:
+        raise RuntimeError("mpinb._ffi: MPI is not initialised; import mpi4py.MPI first")
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank)
+
+
+def set_debug(bint enabled):
+    """Print one line per collective to stderr: 'r{rank} | op, bytes, seconds'."""
+    global g_debug
+    g_debug = 1 if enabled else 0
+
+
+def get_debug():
+    return bool(g_debug)
+
+
+def counters():
+    """Collectives started and handler errors returned in this process."""
+    return {"calls": g_calls, "errors": g_errors}
+
+
+def inflight():
+    """The collective this process is blocked in right now, or None."""
+    cdef InFlight snap = g_inflight
+    if not snap.active:
+        return None
+    return {
+        "op": op_name(snap.opcode).decode(),
+        "call": g_calls,
+        "bytes": snap.nbytes,
+        "peer": snap.peer,
+        "seconds": MPI_Wtime() - snap.t0,
+    }

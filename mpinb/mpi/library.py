@@ -1,0 +1,123 @@
+"""Loading the compiled collective library once: MPI consistency checks, target registration
+and the debug log switch.
+
+The extension ``mpinb._ffi`` links against ``libmpi`` by soname and resolves it to the library
+mpi4py has already loaded, so mpi4py.MPI is always imported first. If the extension was built
+for a different MPI than the one mpi4py loaded (MPICH's ``int`` handles against Open MPI's
+pointers), every handle would be garbage: that is refused here with instructions.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from mpi4py import MPI
+
+DEBUG_ENV = "MPINB_DEBUG"
+
+_lock = threading.Lock()
+_ffi = None
+
+
+def mpi_family(version_string: str) -> str:
+    """'MPICH', 'Open MPI', 'Intel MPI' or 'unknown' from an MPI library version string."""
+    if "Open MPI" in version_string:
+        return "Open MPI"
+    if "Intel(R) MPI" in version_string:
+        return "Intel MPI"
+    if "MPICH" in version_string:
+        return "MPICH"
+    return "unknown"
+
+
+REBUILD_HINT = (
+    "Rebuild mpinb against the MPI that mpi4py uses, for example\n"
+    "    MPINB_MPICC=$(which mpicc) pip install --no-build-isolation --force-reinstall -e .\n"
+    "(with mpi4py itself built for that MPI: pip install --no-binary mpi4py mpi4py), "
+    "or let mpi4py load the MPI mpinb was built for (the `mpich` wheel: `pip install mpich`, "
+    "and unset MPI4PY_LIBMPI / LD_LIBRARY_PATH overrides). See README, 'Building against a "
+    "system MPI'."
+)
+
+
+def check_mpi_match(build: dict, loaded_by_ffi: str, loaded_by_mpi4py: str) -> None:
+    """Raise ImportError when the extension and mpi4py disagree on the MPI implementation."""
+    runtime = mpi_family(loaded_by_mpi4py)
+    if build["mpi_family"] != "unknown" and runtime != "unknown" and build["mpi_family"] != runtime:
+        first = loaded_by_mpi4py.strip().splitlines()[0] if loaded_by_mpi4py.strip() else "?"
+        raise ImportError(
+            f"mpinb: the collective library was built against {build['mpi_family']} "
+            f"(mpicc {build['mpicc']}), but mpi4py loaded {runtime} ({first}).\n" + REBUILD_HINT
+        )
+    if loaded_by_ffi and loaded_by_mpi4py and loaded_by_ffi.split() != loaded_by_mpi4py.split():
+        raise ImportError(
+            "mpinb: two different MPI libraries are loaded in this process "
+            f"(mpinb: {loaded_by_ffi.splitlines()[0]!r}, mpi4py: {loaded_by_mpi4py.splitlines()[0]!r}).\n"
+            + REBUILD_HINT
+        )
+
+
+def load():
+    """Import, check and register the extension (idempotent, thread-safe); returns the module."""
+    global _ffi
+    if _ffi is not None:
+        return _ffi
+    with _lock:
+        if _ffi is not None:
+            return _ffi
+        try:
+            from mpinb import _ffi as ext
+        except ImportError as exc:
+            raise ImportError(
+                f"mpinb: cannot load the compiled collective library ({exc}). If it was never built, "
+                "install with `pip install -e .`; if the error names libmpi, the MPI it was built "
+                "for is not the one mpi4py loaded.\n" + REBUILD_HINT
+            ) from exc
+        check_mpi_match(ext.build_info(), ext.loaded_library_version(), MPI.Get_library_version())
+        provided = MPI.Query_thread()
+        if provided < MPI.THREAD_SERIALIZED:
+            raise ImportError(
+                f"mpinb: MPI was initialised with thread level {provided}, but XLA may run "
+                "collectives from its worker threads, which needs at least MPI_THREAD_SERIALIZED. "
+                "Do not set mpi4py.rc.thread_level below 'serialized'."
+            )
+        ext.initialize()
+        import jax
+
+        for name, capsule in ext.registrations().items():
+            jax.ffi.register_ffi_target(name, capsule, platform="cpu", api_version=1)
+        if os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off"):
+            ext.set_debug(True)
+        _ffi = ext
+        return ext
+
+
+def set_debug(enabled: bool = True) -> None:
+    """Print one line per executed collective to stderr: ``r{rank} | op, bytes, seconds``.
+
+    Also enabled at import by the environment variable ``MPINB_DEBUG=1``.
+    """
+    load().set_debug(bool(enabled))
+
+
+def get_debug() -> bool:
+    return load().get_debug()
+
+
+def inflight():
+    """The collective this process is blocked in right now (op, call, bytes, peer, seconds), or
+    None. Safe to call from another thread while the main thread waits inside MPI."""
+    return load().inflight()
+
+
+def counters() -> dict:
+    """Number of collectives started and of handler errors in this process."""
+    return load().counters()
+
+
+def build_info() -> dict:
+    """What the compiled library was built against, and which MPI is loaded now."""
+    info = dict(load().build_info())
+    info["loaded_mpi"] = MPI.Get_library_version().strip().splitlines()[0]
+    return info

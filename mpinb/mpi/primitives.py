@@ -1,0 +1,135 @@
+"""How an MPI collective becomes a JAX primitive and an XLA custom call.
+
+Ordering without the cost of a JAX effect
+-----------------------------------------
+A collective must run on every rank, in program order, exactly once per execution, and never
+concurrently with another one. JAX's way to say so is an effect (``has_side_effect=True`` in
+``jax.ffi.ffi_call``), but any effect sends every call of the jitted function through JAX's
+Python dispatch path, which costs about 60 us per call here. mpinb keeps the C++ fast path and
+gets the same guarantees from three cheaper mechanisms:
+
+1. **Never dead code.** The custom call is emitted with ``has_side_effect=True`` at the HLO level
+   (XLA keeps it even when its result is unused) and the primitive has a DCE rule that keeps it
+   in jaxprs. Neither is a JAX effect, so dispatch stays on the fast path.
+2. **Program order by data dependency.** Every custom call takes one extra operand and returns
+   one extra result, a 1-byte *ordering buffer*. While a block of HLO is lowered, each
+   collective consumes the ordering buffer produced by the previous collective of the same
+   block, so XLA's scheduler and its concurrent thunk executor must run them in program order.
+3. **No concurrency.** The handlers hold a process-wide mutex while inside MPI (ext/_ffi.pyx),
+   so collectives in separate computations (loop bodies, branches) never overlap either.
+
+Layouts: every operand and result is pinned row-major (minor-to-major ``(n-1, ..., 0)``), so a
+transposed value reaches MPI in the order its indices say, not in whatever physical layout XLA
+preferred (the bug behind mpi4jax issue 176).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import numpy as np
+
+import jax
+from jax._src import dispatch
+from jax.extend.core import Primitive
+from jax.interpreters import mlir
+from jax.interpreters import partial_eval as pe
+from jax._src.lib.mlir import ir
+
+from . import library
+
+ORDER_DTYPE = np.dtype(np.int8)
+_ORDER_AVAL = jax.core.ShapedArray((), ORDER_DTYPE)
+_CHAINS_KEY = ("mpinb", "ordering-chains")
+
+
+def row_major(ndim: int) -> tuple[int, ...]:
+    """Minor-to-major layout of a row-major array of rank ``ndim``."""
+    return tuple(range(ndim - 1, -1, -1))
+
+
+def _tensor_type(shape, dtype) -> ir.Type:
+    return ir.RankedTensorType.get(list(shape), mlir.dtype_to_ir_type(np.dtype(dtype)))
+
+
+def _take_order(ctx: mlir.LoweringRuleContext) -> ir.Value:
+    """The ordering buffer left by the previous collective of the current block, or a fresh
+    constant for the first collective of a block."""
+    chains = ctx.module_context.cached_primitive_lowerings.setdefault(_CHAINS_KEY, {})
+    block = ir.InsertionPoint.current.block
+    value = chains.get(block)
+    if value is None:
+        value = mlir.ir_constant(np.array(0, ORDER_DTYPE))
+    return value
+
+
+def _leave_order(ctx: mlir.LoweringRuleContext, value: ir.Value) -> None:
+    chains = ctx.module_context.cached_primitive_lowerings.setdefault(_CHAINS_KEY, {})
+    chains[ir.InsertionPoint.current.block] = value
+
+
+def _ir_attr(value) -> ir.Attribute:
+    if isinstance(value, (tuple, list, np.ndarray)):
+        return mlir.ir_attribute(np.asarray(value, dtype=np.int64))
+    return mlir.ir_attribute(np.int64(value))
+
+
+def _keep_alive_dce(used_outputs: list[bool], eqn):
+    """A collective is never dead code: every rank must take part."""
+    return [True] * len(eqn.invars), eqn
+
+
+def make_primitive(
+    name: str,
+    abstract_eval: Callable,
+    attributes: Callable[..., dict],
+    *,
+    multiple_results: bool = False,
+    operands_passed: Callable[..., Sequence[int]] | None = None,
+    aliases: Callable[..., dict[int, int]] | None = None,
+) -> Primitive:
+    """Define primitive ``mpinb_<name>`` lowered to the FFI target ``mpinb_<name>``.
+
+    abstract_eval(*avals, **params) -> aval or list of avals
+    attributes(**params) -> {attribute name: int or sequence of ints} for the handler
+    operands_passed(**params) -> indices of the primitive's operands given to the handler
+        (default: all); the others only determine shapes.
+    aliases(**params) -> {operand index: result index} buffers XLA may share.
+    """
+    prim = Primitive(f"mpinb_{name}")
+    prim.multiple_results = multiple_results
+    prim.def_impl(partial(dispatch.apply_primitive, prim))
+    prim.def_abstract_eval(abstract_eval)
+    pe.dce_rules[prim] = _keep_alive_dce
+    target = f"mpinb_{name}"
+
+    def lowering(ctx: mlir.LoweringRuleContext, *args: ir.Value, **params):
+        library.load()
+        passed = list(range(len(args))) if operands_passed is None else list(operands_passed(**params))
+        operands = [args[i] for i in passed] + [_take_order(ctx)]
+        operand_layouts = [row_major(len(ctx.avals_in[i].shape)) for i in passed] + [()]
+        avals_out = list(ctx.avals_out)
+        result_types = [_tensor_type(a.shape, a.dtype) for a in avals_out] + [_tensor_type((), ORDER_DTYPE)]
+        result_layouts = [row_major(len(a.shape)) for a in avals_out] + [()]
+        alias_map = {}
+        if aliases is not None:
+            alias_map = {passed.index(i): o for i, o in aliases(**params).items()}
+        build = jax.ffi.build_ffi_lowering_function(
+            target,
+            operand_layouts=operand_layouts,
+            result_layouts=result_layouts,
+            backend_config={k: _ir_attr(v) for k, v in attributes(**params).items()},
+            result_types=result_types,
+            has_side_effect=True,
+            operand_output_aliases=alias_map or None,
+        )
+        op = build(ctx.replace(avals_in=[ctx.avals_in[i] for i in passed] + [_ORDER_AVAL],
+                               avals_out=avals_out + [_ORDER_AVAL]), *operands)
+        results = list(op.results)
+        _leave_order(ctx, results[-1])
+        return results[:-1]
+
+    # Not cacheable: each equation must take the ordering buffer of the one before it.
+    mlir.register_lowering(prim, lowering, platform="cpu", cacheable=False)
+    return prim
