@@ -214,6 +214,8 @@ cdef XLA_FFI_Error* h_recv(XLA_FFI_CallFrame* f) noexcept nogil:
     cdef MPI_Status* status = <MPI_Status*><intptr_t>c.status_addr
     if status == NULL:
         status = MPI_STATUS_IGNORE
+    if c.source == MPI_PROC_NULL:
+        memset(y.data, 0, n * w)  # nothing arrives: a defined result, not stale memory
     enter(&c, n * w, <int>c.source)
     return finish(&c, MPI_Recv(y.data, n, t, <int>c.source, <int>c.tag, c.comm, status),
                   b"MPI_Recv")
@@ -237,6 +239,8 @@ cdef XLA_FFI_Error* h_sendrecv(XLA_FFI_CallFrame* f) noexcept nogil:
     cdef MPI_Status* status = <MPI_Status*><intptr_t>c.status_addr
     if status == NULL:
         status = MPI_STATUS_IGNORE
+    if c.source == MPI_PROC_NULL:
+        memset(y.data, 0, nr * wr)
     enter(&c, ns * ws + nr * wr, <int>c.dest)
     return finish(&c, MPI_Sendrecv(x.data, ns, ts, <int>c.dest, <int>c.sendtag,
                                    y.data, nr, tr, <int>c.source, <int>c.recvtag,
