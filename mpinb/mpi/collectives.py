@@ -465,6 +465,11 @@ def sendrecv(sendbuf, recvbuf, source, dest, *, sendtag=0, recvtag=MPI.ANY_TAG, 
     deadlock-free. Differentiable with respect to ``sendbuf``."""
     sendbuf = v.as_array("sendrecv", sendbuf, "sendbuf")
     recvbuf = v.as_array("sendrecv", recvbuf, "recvbuf")
+    if sendbuf.dtype != recvbuf.dtype:
+        raise TypeError(
+            f"sendrecv: sendbuf dtype {np.dtype(sendbuf.dtype).name} differs from recvbuf dtype "
+            f"{np.dtype(recvbuf.dtype).name}; the data would be reinterpreted"
+        )
     _, c = v.resolve_comm("sendrecv", comm)
     return sendrecv_p.bind(
         sendbuf,

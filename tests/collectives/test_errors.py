@@ -1,0 +1,98 @@
+"""Bad input is a clear Python error at trace time; MPI errors in handlers become exceptions."""
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import jax
+import jax.numpy as jnp
+
+from conftest import mpi
+
+
+def test_alltoall_wrong_leading_dimension(world):
+    _, size = world
+    with pytest.raises(ValueError, match=f"alltoall: leading dimension {size + 1} is not the number of ranks {size}"):
+        jax.jit(mpi.alltoall)(jnp.zeros((size + 1, 2)))
+    with pytest.raises(ValueError, match="alltoall: leading dimension none"):
+        mpi.alltoall(jnp.float32(1))
+
+
+def test_root_and_peer_out_of_range(world):
+    _, size = world
+    with pytest.raises(ValueError, match=f"bcast: root {size} is out of range for a communicator of size {size}"):
+        mpi.bcast(jnp.zeros(2), size)
+    with pytest.raises(ValueError, match="reduce: root -5 is out of range"):
+        mpi.reduce(jnp.zeros(2), MPI.SUM, -5)
+    with pytest.raises(ValueError, match="send: dest"):
+        mpi.send(jnp.zeros(2), size + 3)
+    with pytest.raises(ValueError, match="recv: tag -7 is not a valid MPI tag"):
+        mpi.recv(jnp.zeros(2), 0, tag=-7)
+
+
+def test_traced_static_arguments(world):
+    with pytest.raises(TypeError, match="bcast: root must be a static Python int, got a traced value"):
+        jax.jit(lambda x, r: mpi.bcast(x, r))(jnp.zeros(2), 0)
+    with pytest.raises(TypeError, match="allreduce: comm must be an mpi4py communicator, got a traced value"):
+        jax.jit(lambda x, c: mpi.allreduce(x, MPI.SUM, comm=c))(jnp.zeros(2), jnp.int32(0))
+    with pytest.raises(TypeError, match="gather: root must be an int, got str"):
+        mpi.gather(jnp.zeros(2), "0")
+
+
+def test_non_array_input():
+    with pytest.raises(TypeError, match="allreduce: x must be an array or scalar, got str"):
+        mpi.allreduce("hello", MPI.SUM)
+    with pytest.raises(TypeError, match="alltoall: x must be an array or scalar, got NoneType"):
+        mpi.alltoall(None)
+    with pytest.raises(TypeError, match="bcast: x must be an array or scalar, got object"):
+        mpi.bcast(object(), 0)
+
+
+def test_unsupported_dtype_op_pairs():
+    with pytest.raises(TypeError, match="allreduce: MPI.SUM does not support dtype float16; cast to float32 first"):
+        mpi.allreduce(jnp.zeros(2, jnp.float16), MPI.SUM)
+    with pytest.raises(TypeError, match="MPI.SUM does not support dtype bool"):
+        mpi.allreduce(jnp.zeros(2, bool), MPI.SUM)
+    with pytest.raises(TypeError, match="scan: MPI.BAND does not support dtype float32"):
+        mpi.scan(jnp.zeros(2, jnp.float32), MPI.BAND)
+    with pytest.raises(ValueError, match="only the predefined MPI ops"):
+        mpi.allreduce(jnp.zeros(2), MPI.MAXLOC)
+    with pytest.raises(TypeError, match="op must be an mpi4py.MPI.Op"):
+        mpi.allreduce(jnp.zeros(2), "sum")
+    with pytest.raises(TypeError, match="dtype float8_e4m3fn of x is not supported"):
+        mpi.allgather(jnp.zeros(2, jnp.float8_e4m3fn))
+
+
+def test_bad_communicators():
+    with pytest.raises(TypeError, match="comm must be an mpi4py.MPI.Comm, got int"):
+        mpi.barrier(comm=3)
+    with pytest.raises(ValueError, match="comm is MPI.COMM_NULL"):
+        mpi.barrier(comm=MPI.COMM_NULL)
+
+
+def test_sendrecv_mismatched_buffers(world):
+    rank, size = world
+    with pytest.raises(TypeError, match="sendrecv: sendbuf dtype float32 differs from recvbuf dtype int32"):
+        mpi.sendrecv(jnp.zeros(2, jnp.float32), jnp.zeros(2, jnp.int32), source=rank, dest=rank)
+
+
+def test_variable_counts_checked(world):
+    rank, size = world
+    with pytest.raises(ValueError, match=f"allgatherv: counts has {size + 1} entries, expected one per rank"):
+        mpi.allgatherv(jnp.zeros((1,)), [1] * (size + 1))
+    with pytest.raises(ValueError, match=r"allgatherv: leading dimension 3 is not counts\[%d\] = 1" % rank):
+        mpi.allgatherv(jnp.zeros((3,)), [1] * size)
+    with pytest.raises(ValueError, match="alltoallv: sendcounts must be non-negative"):
+        mpi.alltoallv(jnp.zeros((0,)), [-1] + [1] * (size - 1), [0] * size)
+
+
+def test_truncated_receive_is_a_python_exception_naming_op_and_rank(world):
+    """Every rank sends 8 elements to itself and offers room for 4: MPI reports truncation,
+    the handler returns an FFI error, and JAX raises it on this rank (no abort, no hang)."""
+    rank, _ = world
+    f = jax.jit(lambda a, b: mpi.sendrecv(a, b, source=rank, dest=rank))
+    with pytest.raises(Exception, match=f"mpinb.sendrecv: rank {rank}: MPI_Sendrecv failed: .*trunc") as info:
+        jax.block_until_ready(f(jnp.ones(8, jnp.int32), jnp.zeros(4, jnp.int32)))
+    assert "JaxRuntimeError" in type(info.value).__name__ or "XlaRuntimeError" in type(info.value).__name__
+    # the library is still usable afterwards
+    assert int(mpi.allreduce(jnp.int32(1), MPI.SUM)) == world[1]

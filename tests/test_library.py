@@ -1,0 +1,71 @@
+"""The compiled library: what it was built against, the MPI mismatch check, the debug log."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from mpinb.mpi import library
+
+
+def test_build_info_matches_loaded_mpi():
+    info = library.build_info()
+    assert info["mpi_family"] == library.mpi_family(info["loaded_mpi"]) == "MPICH"
+    assert info["sizeof_comm"] == 4  # MPICH handles are C ints
+    assert info["ffi_api"][0] == 0
+
+
+@pytest.mark.parametrize("text,family", [
+    ("MPICH Version: 5.0.2\nMPICH Release date", "MPICH"),
+    ("Open MPI v4.1.4, package: Debian OpenMPI", "Open MPI"),
+    ("Intel(R) MPI Library 2021.10 for Linux* OS", "Intel MPI"),
+    ("Something else", "unknown"),
+])
+def test_mpi_family(text, family):
+    assert library.mpi_family(text) == family
+
+
+def test_mismatch_is_refused_with_instructions():
+    build = {"mpi_family": "MPICH", "mpicc": "/venv/bin/mpicc"}
+    with pytest.raises(ImportError) as info:
+        library.check_mpi_match(build, "", "Open MPI v4.1.4, package: Debian OpenMPI")
+    msg = str(info.value)
+    assert "built against MPICH" in msg and "mpi4py loaded Open MPI" in msg
+    assert "MPINB_MPICC=$(which mpicc) pip install --no-build-isolation" in msg
+
+
+def test_two_libraries_loaded_is_refused():
+    build = {"mpi_family": "MPICH", "mpicc": "x"}
+    with pytest.raises(ImportError, match="two different MPI libraries"):
+        library.check_mpi_match(build, "MPICH Version: 4.1", "MPICH Version: 5.0.2")
+    library.check_mpi_match(build, "MPICH Version: 5.0.2", "MPICH  Version:   5.0.2")  # same, spacing aside
+
+
+LINE = re.compile(r"^r0 \| (\w+), (\d+) bytes, (\d+\.\d{6}) s$")
+
+PROGRAM = """
+import jax, jax.numpy as jnp
+from mpi4py import MPI
+from mpinb import mpi
+mpi.allreduce(jnp.zeros(4, jnp.float32), MPI.SUM)
+mpi.set_debug({toggle})
+jax.jit(lambda x: mpi.alltoall(x))(jnp.zeros((1, 8), jnp.int16))
+"""
+
+
+def _run(env_value, toggle):
+    env = dict(os.environ, MPINB_DEBUG=env_value)
+    proc = subprocess.run([sys.executable, "-c", PROGRAM.format(toggle=toggle)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [m.groups() for m in map(LINE.match, proc.stderr.splitlines()) if m]
+
+
+def test_debug_log_from_environment_then_switched_off():
+    assert [(op, int(n)) for op, n, _ in _run("1", False)] == [("allreduce", 16)]
+
+
+def test_debug_log_switched_on_by_function():
+    assert [(op, int(n)) for op, n, _ in _run("0", True)] == [("alltoall", 16)]

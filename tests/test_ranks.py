@@ -1,0 +1,45 @@
+"""Runs the collective suite (tests/collectives) on real MPI ranks: mpiexec -n 2 and -n 4.
+
+The same files also run in this process (world size 1) as part of the plain pytest run.
+Each rank writes its own report; on failure every rank's tail is shown.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+TIMEOUT = int(os.environ.get("MPINB_RANKS_TIMEOUT", "600"))
+
+
+def mpiexec():
+    exe = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or shutil.which("mpiexec")
+    assert exe, "mpiexec not found: install the `mpich` wheel (a dependency of mpinb)"
+    return exe
+
+
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_collective_suite_on_ranks(nranks, tmp_path):
+    script = (
+        "import sys, pytest; from mpi4py import MPI; r = MPI.COMM_WORLD.Get_rank(); "
+        f"out = open(r'{tmp_path}/rank%d.log' % r, 'w'); sys.stdout = sys.stderr = out; "
+        f"code = pytest.main(['-q', '-x', '-p', 'no:cacheprovider', r'{HERE / 'collectives'}']); "
+        "out.flush(); sys.exit(int(code))"
+    )
+    cmd = [mpiexec(), "-n", str(nranks), sys.executable, "-c", script]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=HERE.parent)
+        code, tail = proc.returncode, proc.stdout[-2000:] + proc.stderr[-2000:]
+    except subprocess.TimeoutExpired:
+        code, tail = "timeout", f"no result after {TIMEOUT} s (a rank is blocked in a collective)"
+    logs = sorted(tmp_path.glob("rank*.log"))
+    assert len(logs) == nranks, tail
+    reports = {p.name: p.read_text() for p in logs}
+    summary = "\n".join(f"--- {name}\n{text[-3000:]}" for name, text in reports.items())
+    assert code == 0, f"mpiexec -n {nranks}: exit {code}\n{tail}\n{summary}"
+    for name, text in reports.items():
+        assert " passed" in text and "failed" not in text, f"{name}:\n{text[-3000:]}"
