@@ -64,10 +64,11 @@ def mpi_flags(mpicc):
                     rpaths.append(parts[j + 1])
             if parts == ["-rpath"] and i + 1 < len(tokens) and tokens[i + 1].startswith("-Wl,"):
                 rpaths.append(tokens[i + 1][4:])
-    # An MPI that lives in a temporary build environment must not be baked in as an rpath:
-    # at run time libmpi is already loaded by mpi4py (same soname) before mpinb._ffi.
-    build_prefix = os.path.realpath(sys.prefix)
-    rpaths = [p for p in rpaths if not os.path.realpath(p).startswith(build_prefix)]
+    # The default MPI (the `mpich` wheel) may live in pip's temporary build environment, which
+    # must not be baked in as an rpath; at run time mpi4py has already loaded libmpi (same
+    # soname) before mpinb._ffi. A system MPI named by MPINB_MPICC keeps its rpaths.
+    if not os.environ.get("MPINB_MPICC"):
+        rpaths = []
     return inc, libdirs, libs or ["mpi"], rpaths
 
 

@@ -99,6 +99,7 @@ pthread_mutex_init(&g_lock, NULL)
 cdef int g_debug = 0
 cdef int64_t g_calls = 0
 cdef int64_t g_errors = 0
+cdef double g_seconds = 0.0
 cdef InFlight g_inflight
 memset(&g_inflight, 0, sizeof(InFlight))
 cdef int g_world_rank = -1
@@ -152,13 +153,14 @@ cdef inline void enter(Call* c, int64_t nbytes, int peer) noexcept nogil:
 
 cdef XLA_FFI_Error* finish(Call* c, int rc, const char* mpi_fn) noexcept nogil:
     """Common epilogue: release the lock, log, and turn an MPI return code into an error."""
-    global g_errors
+    global g_errors, g_seconds
     cdef double dt = 0.0
     cdef char estr[MPI_MAX_ERROR_STRING + 1]
     cdef int elen = 0
     cdef char what[MPI_MAX_ERROR_STRING + 100]
     if c.locked:
         dt = MPI_Wtime() - c.t0
+        g_seconds += dt
         g_inflight.active = 0
         pthread_mutex_unlock(&g_lock)
         c.locked = False
@@ -250,8 +252,9 @@ def get_debug():
 
 
 def counters():
-    """Collectives started and handler errors returned in this process."""
-    return {"calls": g_calls, "errors": g_errors}
+    """Collectives started, handler errors returned, and seconds spent inside MPI calls, in
+    this process."""
+    return {"calls": g_calls, "errors": g_errors, "mpi_seconds": g_seconds}
 
 
 def inflight():

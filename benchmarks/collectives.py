@@ -1,0 +1,133 @@
+"""Per-call time of jitted alltoall and allreduce: mpinb against raw mpi4py (the floor: same MPI,
+preallocated NumPy buffers, same run) and against mpi4jax when it is importable.
+
+    mpiexec -n 2 python benchmarks/collectives.py [--sizes 16,65536,1048576,16777216] [--seconds 0.3]
+
+Each cell is the median over repetitions of (time for a batch of calls) / (calls in the batch);
+ranks are synchronised with a barrier before every batch and rank 0 reports the slowest rank's
+time. Two ranks on two cores is the intended setting (more ranks are oversubscribed here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import jax
+import jax.numpy as jnp
+
+from mpinb import mpi as mpinb_mpi
+
+try:  # optional comparison
+    import mpi4jax
+except Exception:  # noqa: BLE001 - any import failure just means "not compared"
+    mpi4jax = None
+
+COMM = MPI.COMM_WORLD
+RANK, SIZE = COMM.Get_rank(), COMM.Get_size()
+
+
+def timed(call, seconds: float, reps: int) -> float:
+    """Median seconds per call of ``call`` over ``reps`` batches sized to last ``seconds``."""
+    call()
+    call()
+    COMM.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(5):  # the same number of calls on every rank: they are collectives
+        call()
+    per_call = COMM.allreduce((time.perf_counter() - t0) / 5, op=MPI.MAX)
+    batch = max(3, int(seconds / max(per_call, 1e-7)))
+    samples = []
+    for _ in range(reps):
+        COMM.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            call()
+        samples.append((time.perf_counter() - t0) / batch)
+    return COMM.allreduce(statistics.median(samples), op=MPI.MAX)
+
+
+def raw_calls(op: str, nbytes: int):
+    count = max(1, nbytes // 4)
+    send = np.ones(count, np.float32)
+    recv = np.empty_like(send)
+    if op == "alltoall":
+        return lambda: COMM.Alltoall(send, recv)
+    return lambda: COMM.Allreduce(send, recv, op=MPI.SUM)
+
+
+def jax_input(op: str, nbytes: int):
+    count = max(1, nbytes // 4)
+    if op == "alltoall":
+        return jnp.ones((SIZE, max(1, count // SIZE)), jnp.float32)
+    return jnp.ones((count,), jnp.float32)
+
+
+def jitted(module, op: str, nbytes: int):
+    x = jax_input(op, nbytes)
+    if op == "alltoall":
+        f = jax.jit(lambda a: module.alltoall(a))
+    else:
+        f = jax.jit(lambda a: module.allreduce(a, op=MPI.SUM))
+    return lambda: f(x).block_until_ready()
+
+
+def noop(nbytes: int):
+    x = jax_input("allreduce", nbytes)
+    f = jax.jit(lambda a: a)
+    return lambda: f(x).block_until_ready()
+
+
+def human(nbytes: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+def fmt(seconds: float) -> str:
+    return f"{seconds * 1e6:9.1f}"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="16,65536,1048576,16777216", help="message sizes in bytes")
+    parser.add_argument("--seconds", type=float, default=0.3, help="target duration of one batch")
+    parser.add_argument("--reps", type=int, default=5, help="batches per cell (median)")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    rows = []
+    for op in ("alltoall", "allreduce"):
+        for nbytes in sizes:
+            raw = timed(raw_calls(op, nbytes), args.seconds, args.reps)
+            ours = timed(jitted(mpinb_mpi, op, nbytes), args.seconds, args.reps)
+            theirs = timed(jitted(mpi4jax, op, nbytes), args.seconds, args.reps) if mpi4jax else None
+            rows.append((op, nbytes, raw, ours, theirs))
+            if RANK == 0:
+                print(f"  measured {op} {human(nbytes)}", file=sys.stderr, flush=True)
+    floor = timed(noop(16), args.seconds, args.reps)
+
+    if RANK != 0:
+        return
+    version = getattr(mpi4jax, "__version__", None)
+    print(f"\n{SIZE} ranks, {MPI.Get_library_version().splitlines()[0].strip()}, jax {jax.__version__}"
+          f", mpi4jax {version or 'not installed'}")
+    print(f"jitted no-op (dispatch floor): {floor * 1e6:.1f} us per call\n")
+    head = f"{'op':<10} {'size':>8} | {'raw us':>9} {'mpinb us':>9} {'mpi4jax us':>10} | {'mpinb/raw':>9} {'mpi4jax/raw':>11} {'mpinb/mpi4jax':>13}"
+    print(head)
+    print("-" * len(head))
+    for op, nbytes, raw, ours, theirs in rows:
+        t = f"{fmt(theirs):>10}" if theirs else f"{'-':>10}"
+        r2 = f"{theirs / raw:11.2f}" if theirs else f"{'-':>11}"
+        r3 = f"{ours / theirs:13.2f}" if theirs else f"{'-':>13}"
+        print(f"{op:<10} {human(nbytes):>8} | {fmt(raw)} {fmt(ours)} {t} | {ours / raw:9.2f} {r2} {r3}")
+
+
+if __name__ == "__main__":
+    main()
