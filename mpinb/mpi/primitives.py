@@ -88,6 +88,7 @@ def make_primitive(
     multiple_results: bool = False,
     operands_passed: Callable[..., Sequence[int]] | None = None,
     aliases: Callable[..., dict[int, int]] | None = None,
+    operand_layouts: Callable[..., Sequence[Sequence[int]] | None] | None = None,
 ) -> Primitive:
     """Define primitive ``mpinb_<name>`` lowered to the FFI target ``mpinb_<name>``.
 
@@ -96,6 +97,9 @@ def make_primitive(
     operands_passed(**params) -> indices of the primitive's operands given to the handler
         (default: all); the others only determine shapes.
     aliases(**params) -> {operand index: result index} buffers XLA may share.
+    operand_layouts(args, avals) -> minor-to-major layouts of the passed operands, or None for no
+        layout constraints at all. Only mpinb.teaching overrides the row-major default, to
+        reproduce the seed bug on purpose.
     """
     prim = Primitive(f"mpinb_{name}")
     prim.multiple_results = multiple_results
@@ -108,17 +112,21 @@ def make_primitive(
         library.load()
         passed = list(range(len(args))) if operands_passed is None else list(operands_passed(**params))
         operands = [args[i] for i in passed] + [_take_order(ctx)]
-        operand_layouts = [row_major(len(ctx.avals_in[i].shape)) for i in passed] + [()]
+        layouts = [row_major(len(ctx.avals_in[i].shape)) for i in passed]
+        if operand_layouts is not None:
+            layouts = operand_layouts([args[i] for i in passed], [ctx.avals_in[i] for i in passed])
         avals_out = list(ctx.avals_out)
         result_types = [_tensor_type(a.shape, a.dtype) for a in avals_out] + [_tensor_type((), ORDER_DTYPE)]
         result_layouts = [row_major(len(a.shape)) for a in avals_out] + [()]
+        layout_kwargs = {"skip_ffi_layout_processing": True}
+        if layouts is not None:
+            layout_kwargs = {"operand_layouts": list(layouts) + [()], "result_layouts": result_layouts}
         alias_map = {}
         if aliases is not None:
             alias_map = {passed.index(i): o for i, o in aliases(**params).items()}
         build = jax.ffi.build_ffi_lowering_function(
             target,
-            operand_layouts=operand_layouts,
-            result_layouts=result_layouts,
+            **layout_kwargs,
             backend_config={k: _ir_attr(v) for k, v in attributes(**params).items()},
             result_types=result_types,
             has_side_effect=True,
