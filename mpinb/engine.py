@@ -1,0 +1,220 @@
+"""What runs inside each MPI engine (one ipyparallel engine per MPI rank).
+
+``setup`` prepares an engine: per-rank HLO dump directory (set before JAX initialises), JAX and
+the collective library imported. ``run_cell`` executes one ``%%mpijax`` cell in the engine's
+interactive namespace and returns a picklable record: result and ``--show`` summaries, error
+with traceback, elapsed time, the optimized HLO of every module compiled during the cell and,
+with ``compare``, the jit-vs-eager comparison. stdout/stderr are not captured: ipyparallel
+streams them to the client while the cell runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import linecache
+import os
+import socket
+import sys
+import time
+import traceback
+
+from . import compare as cmp
+from . import values
+
+STATE: dict = {}
+HLO_SUFFIX = ".cpu_after_optimizations.txt"
+MAX_HLO_CHARS = 2_000_000
+
+
+def setup(dump_root: str | None, rank_hint: int | None = None) -> dict:
+    """Prepare this engine. Must run before JAX is imported for HLO capture to work."""
+    from mpi4py import MPI
+
+    rank = MPI.COMM_WORLD.Get_rank()
+    size = MPI.COMM_WORLD.Get_size()
+    jax_was_loaded = "jax" in sys.modules
+    dump = None
+    if dump_root:
+        dump = os.path.join(dump_root, f"rank{rank}")
+        os.makedirs(dump, exist_ok=True)
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "--xla_dump_to" not in flags:
+            os.environ["XLA_FLAGS"] = f"{flags} --xla_dump_to={dump} --xla_dump_hlo_as_text".strip()
+    import jax  # noqa: F401
+
+    import mpinb.mpi  # noqa: F401  (registers the collective library)
+
+    STATE.update(rank=rank, size=size, dump=dump, seen=_hlo_files(dump), cells=0,
+                 hlo_ok=bool(dump) and not jax_was_loaded)
+    return {
+        "rank": rank,
+        "size": size,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "jax": jax.__version__,
+        "hlo_capture": STATE["hlo_ok"],
+    }
+
+
+def _hlo_files(dump: str | None) -> set[str]:
+    if not dump or not os.path.isdir(dump):
+        return set()
+    with os.scandir(dump) as it:
+        return {e.name for e in it if e.name.endswith(HLO_SUFFIX)}
+
+
+def new_hlo_modules() -> list[tuple[str, str]]:
+    """(module name, optimized HLO text) of the modules compiled since the last call."""
+    dump = STATE.get("dump")
+    now = _hlo_files(dump)
+    fresh = sorted(now - STATE.get("seen", set()))
+    STATE["seen"] = now
+    out = []
+    for name in fresh:
+        try:
+            with open(os.path.join(dump, name)) as fh:
+                text = fh.read(MAX_HLO_CHARS)
+        except OSError:
+            continue
+        out.append((name[: -len(HLO_SUFFIX)], text))
+    return out
+
+
+def _shell():
+    try:
+        from IPython import get_ipython
+
+        return get_ipython()
+    except ImportError:
+        return None
+
+
+def _namespace() -> dict:
+    shell = _shell()
+    if shell is not None:
+        return shell.user_ns
+    return sys.modules["__main__"].__dict__
+
+
+def _execute(code: str, ns: dict, filename: str):
+    """exec a cell; the value of a final expression statement is returned (like IPython)."""
+    shell = _shell()
+    if shell is not None and hasattr(shell, "transform_cell"):
+        code = shell.transform_cell(code)
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    tree = ast.parse(code, filename)
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    exec(compile(tree, filename, "exec"), ns)  # noqa: S102 - running the user's cell is the point
+    if last is not None:
+        return eval(compile(last, filename, "eval"), ns)  # noqa: S307
+    return None
+
+
+def _error(exc: BaseException) -> dict:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    return {"ename": type(exc).__name__, "evalue": str(exc), "traceback": text}
+
+
+def _flatten(tree):
+    import jax
+
+    leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
+    return [(jax.tree_util.keystr(path), leaf) for path, leaf in leaves]
+
+
+def _is_array_tree(value) -> bool:
+    import jax
+
+    if isinstance(value, (type, type(sys))) or callable(value) and not hasattr(value, "shape"):
+        return False
+    try:
+        leaves = jax.tree_util.tree_leaves(value)
+    except Exception:  # noqa: BLE001
+        return False
+    return bool(leaves) and all(hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves)
+
+
+def run_cell(code: str, *, compare: bool = False, show: tuple[str, ...] = (), hlo: bool = True,
+             images: bool = False) -> dict:
+    """Run one cell here and describe what happened (see module docstring)."""
+    STATE["cells"] = STATE.get("cells", 0) + 1
+    cell_no = STATE["cells"]
+    filename = f"<mpijax-cell-{cell_no}>"
+    ns = _namespace()
+    before = {k: id(v) for k, v in ns.items()}
+    record = {"rank": STATE.get("rank"), "ok": True, "error": None, "result": None, "show": {},
+              "comparisons": [], "eager_error": None, "hlo": [], "hlo_capture": STATE.get("hlo_ok", False)}
+    if hlo:
+        new_hlo_modules()  # forget modules compiled outside %%mpijax cells
+    eager_ns, eager_value = None, None
+    if compare:
+        import jax
+
+        eager_ns = dict(ns)
+        eager_out = io.StringIO()
+        try:
+            with jax.disable_jit(), contextlib.redirect_stdout(eager_out):
+                eager_value = _execute(code, eager_ns, filename)
+        except BaseException as exc:  # noqa: BLE001 - reported, the jitted run still happens
+            record["eager_error"] = _error(exc)
+        record["eager_stdout"] = eager_out.getvalue()
+    t0 = time.perf_counter()
+    value = None
+    try:
+        value = _execute(code, ns, filename)
+    except BaseException as exc:  # noqa: BLE001 - reported to the client per rank
+        record["ok"] = False
+        record["error"] = _error(exc)
+    record["elapsed"] = time.perf_counter() - t0
+    if value is not None:
+        record["result"] = _summary(value, images)
+    for name in show:
+        record["show"][name] = _summary(ns[name], images) if name in ns else {"kind": "object", "repr": "<not defined>"}
+    assigned = [k for k, v in ns.items() if not k.startswith("_") and (k not in before or before[k] != id(v))]
+    record["assigned"] = assigned
+    if compare and record["ok"] and record["eager_error"] is None:
+        comps = cmp.compare_namespaces(assigned, ns, eager_ns, _flatten, _is_array_tree)
+        if value is not None and _is_array_tree(value):
+            comps.extend(cmp.compare_trees("Out", value, eager_value, _flatten))
+        record["comparisons"] = comps
+    if hlo:
+        record["hlo"] = new_hlo_modules()
+    return record
+
+
+def _summary(value, images: bool):
+    if _is_array_tree(value) and not hasattr(value, "shape"):
+        leaves = _flatten(value)
+        return {"kind": "tree", "leaves": [(p, values.summarize(x, image=images)) for p, x in leaves[:16]],
+                "more": max(0, len(leaves) - 16)}
+    return values.summarize(value, image=images)
+
+
+def compiled_hlo(expr: str) -> list[tuple[str, str]]:
+    """Optimized HLO of a jitted call written as an expression, e.g. ``f(x)`` where f is jitted.
+
+    The expression is evaluated in the engine namespace with its callee lowered and compiled
+    instead of run: ``f(x)`` becomes ``f.lower(x).compile().as_text()``.
+    """
+    ns = _namespace()
+    tree = ast.parse(expr, "<mpijax-hlo>", mode="eval")
+    if not isinstance(tree.body, ast.Call):
+        raise ValueError(f"%mpijax hlo: expected a call such as f(x), got {expr!r}")
+    call = tree.body
+    fn = eval(compile(ast.Expression(call.func), "<mpijax-hlo>", "eval"), ns)  # noqa: S307
+    args = [eval(compile(ast.Expression(a), "<mpijax-hlo>", "eval"), ns) for a in call.args]  # noqa: S307
+    kwargs = {k.arg: eval(compile(ast.Expression(k.value), "<mpijax-hlo>", "eval"), ns) for k in call.keywords}  # noqa: S307
+    if not hasattr(fn, "lower"):
+        import jax
+
+        fn = jax.jit(fn)
+    compiled = fn.lower(*args, **kwargs).compile()
+    name = getattr(fn, "__name__", "fn")
+    return [(f"jit_{name}", compiled.as_text())]

@@ -1,0 +1,232 @@
+"""``%load_ext mpinb``: the ``%mpijax`` line magic and the ``%%mpijax`` cell magic.
+
+A thin layer: options are parsed here, user mistakes become ``UsageError``, and the work is
+done by :class:`mpinb.cluster.MPICluster` and :func:`mpinb.cell.run_cell`.
+
+Line magic::
+
+    %mpijax start [-n N] [--mpi-args "ARGS"] [--no-hlo] [--start-timeout S]
+    %mpijax stop
+    %mpijax restart [--no-replay]
+    %mpijax status
+    %mpijax hlo EXPR [--ranks SPEC]     e.g. %mpijax hlo step(u)
+    %mpijax timeout [SECONDS|none]      default --timeout of %%mpijax cells
+
+Cell magic::
+
+    %%mpijax [--ranks SPEC] [--compare] [--no-hlo] [--timeout SECONDS] [--show NAMES]
+             [--images] [--setup]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.display import display
+
+from .cell import CellResult, parse_ranks
+from .cluster import ClusterError, MPICluster
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"%mpijax: {message}\n{self.format_usage()}")
+
+    def exit(self, status=0, message=None):
+        raise UsageError(message or self.format_help())
+
+
+def _seconds(text: str) -> float | None:
+    if text.lower() in ("none", "off", "0"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def _names(text: str) -> list[str]:
+    names = [n for n in text.replace(",", " ").split() if n]
+    bad = [n for n in names if not n.isidentifier()]
+    if bad:
+        raise argparse.ArgumentTypeError(f"not variable names: {', '.join(bad)}")
+    return names
+
+
+def cell_parser() -> _Parser:
+    p = _Parser(prog="%%mpijax", description="Run the cell on every MPI rank and show the ranks side by side.")
+    p.add_argument("--ranks", default=None, help="ranks to run on: all (default), 0, 0,2 or 1-3")
+    p.add_argument("--compare", action="store_true",
+                   help="also run the cell under jax.disable_jit() in a scratch namespace and compare "
+                        "every array it assigned (the cell runs twice: side effects happen twice)")
+    p.add_argument("--no-hlo", action="store_true", help="do not capture or analyse compiled HLO")
+    p.add_argument("--timeout", type=_seconds, default=argparse.SUPPRESS,
+                   help="seconds to wait for the ranks (default: %%mpijax timeout, initially none)")
+    p.add_argument("--show", type=_names, default=[], help="variables to summarise per rank, e.g. 'x,y'")
+    p.add_argument("--images", action="store_true", help="draw 2-D arrays among the shown values as images")
+    p.add_argument("--setup", action="store_true", help="replay this cell after %%mpijax restart")
+    return p
+
+
+def line_parser() -> _Parser:
+    p = _Parser(prog="%mpijax", description="Manage the MPI engine cluster.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    s = sub.add_parser("start", help="start N MPI engines")
+    s.add_argument("-n", type=int, default=4, help="number of ranks (default 4)")
+    s.add_argument("--mpi-args", default="", help="extra launcher arguments, quoted")
+    s.add_argument("--mpi-cmd", default="", help="launcher command (default: the mpich wheel's mpiexec)")
+    s.add_argument("--no-hlo", action="store_true", help="do not capture compiled HLO")
+    s.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for engines")
+    sub.add_parser("stop", help="stop the cluster")
+    r = sub.add_parser("restart", help="restart with the same size and replay --setup cells")
+    r.add_argument("--no-replay", action="store_true", help="do not replay the --setup cells")
+    sub.add_parser("status", help="show the cluster's state")
+    h = sub.add_parser("hlo", help="per rank, the compiled HLO of a jitted call, layouts highlighted")
+    h.add_argument("expr", nargs="+", help="a call such as f(x)")
+    h.add_argument("--ranks", default=None)
+    t = sub.add_parser("timeout", help="default --timeout of %%mpijax cells")
+    t.add_argument("seconds", type=_seconds, nargs="?", default="none")
+    return p
+
+
+class HloView:
+    """Per-rank compiled HLO with non-row-major layouts marked ``<<...>>``."""
+
+    def __init__(self, per_rank: dict[int, list[tuple[str, str]]]):
+        from . import hlo
+
+        self.per_rank = per_rank
+        self.warnings = hlo.analyze(per_rank)
+
+    def text(self) -> str:
+        from . import hlo
+
+        lines = []
+        for rank, modules in sorted(self.per_rank.items()):
+            lines.append(f"[rank {rank}]")
+            for w in (w for w in self.warnings if w.rank == rank):
+                lines.append(f"  warning: {w}")
+            for name, text in modules:
+                lines.append(f"  module {name}:")
+                entry = text[text.find("ENTRY"):] if "ENTRY" in text else text
+                lines.extend("    " + line for line in hlo.highlight_layouts(entry).splitlines())
+        for w in (w for w in self.warnings if w.rank is None):
+            lines.append(f"warning: {w}")
+        return "\n".join(lines)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        import html
+
+        return {"text/plain": self.text(), "text/html": f"<pre>{html.escape(self.text())}</pre>"}
+
+
+@magics_class
+class MpiJaxMagics(Magics):
+    def __init__(self, shell):
+        super().__init__(shell)
+        self.cluster: MPICluster | None = None
+        self.default_timeout: float | None = None
+        self.last_result: CellResult | None = None
+
+    # ------------------------------------------------------------------ dispatch
+    @line_cell_magic
+    def mpijax(self, line, cell=None):
+        """%mpijax start|stop|restart|status|hlo|timeout ...  and  %%mpijax [options] (see --help)"""
+        if cell is None:
+            return self._line(line)
+        return self._cell(line, cell)
+
+    def _require_cluster(self) -> MPICluster:
+        if self.cluster is None or not self.cluster.running:
+            raise UsageError("%mpijax: no cluster running; start one with %mpijax start -n 4")
+        return self.cluster
+
+    def _line(self, line: str):
+        args = line_parser().parse_args(shlex.split(line))
+        cmd = args.command
+        if cmd == "start":
+            if self.cluster is not None and self.cluster.running:
+                raise UsageError("%mpijax: a cluster is already running; %mpijax stop or restart it first")
+            if args.n < 1:
+                raise UsageError(f"%mpijax start: -n must be at least 1, got {args.n}")
+            self.cluster = MPICluster(
+                n=args.n, mpi_args=shlex.split(args.mpi_args), mpi_cmd=shlex.split(args.mpi_cmd) or None,
+                hlo=not args.no_hlo, start_timeout=args.start_timeout)
+            try:
+                self.cluster.start()
+            except ClusterError as exc:
+                raise UsageError(f"%mpijax start: {exc}") from exc
+            print(f"{args.n} MPI engines ready in {self.cluster.start_seconds:.1f} s")
+            return None
+        if cmd == "stop":
+            if self.cluster is not None:
+                self.cluster.stop()
+            print("cluster stopped")
+            return None
+        if cmd == "restart":
+            cluster = self._require_cluster() if self.cluster is None else self.cluster
+            cluster.restart(replay_setup=not args.no_replay)
+            print(f"{cluster.n} MPI engines ready in {cluster.start_seconds:.1f} s"
+                  + (f", {len(cluster.setup_cells)} setup cell(s) replayed" if cluster.setup_cells and not args.no_replay else ""))
+            return None
+        if cmd == "status":
+            status = self.cluster.status() if self.cluster else {"running": False}
+            status["default_timeout"] = self.default_timeout
+            return status
+        if cmd == "timeout":
+            self.default_timeout = args.seconds
+            print(f"default %%mpijax timeout: {'none' if args.seconds is None else f'{args.seconds:g} s'}")
+            return None
+        if cmd == "hlo":
+            from . import engine
+
+            cluster = self._require_cluster()
+            ranks = parse_ranks(args.ranks, cluster.n)
+            expr = " ".join(args.expr)
+            view = cluster.client[ranks]
+            try:
+                texts = view.apply_sync(engine.compiled_hlo, expr)
+            except Exception as exc:  # noqa: BLE001 - show the engine's error as a usage error
+                raise UsageError(f"%mpijax hlo {expr}: {exc}") from exc
+            result = HloView(dict(zip(ranks, texts)))
+            display(result)
+            return None
+        raise UsageError(f"%mpijax: unknown command {cmd}")  # pragma: no cover
+
+    def _cell(self, line: str, cell: str):
+        from .display import LiveOutput
+
+        args = cell_parser().parse_args(shlex.split(line))
+        cluster = self._require_cluster()
+        try:
+            ranks = parse_ranks(args.ranks, cluster.n)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+        timeout = getattr(args, "timeout", self.default_timeout)
+        live = LiveOutput(ranks)
+        try:
+            result = cluster.run_cell(cell, ranks=ranks, compare=args.compare, hlo=not args.no_hlo,
+                                      timeout=timeout, show=args.show, images=args.images,
+                                      stream=live, setup=args.setup)
+        finally:
+            live.close()
+        self.last_result = result
+        self.shell.user_ns["_mpijax"] = result
+        display(result)
+        return None
+
+
+def load_ipython_extension(ipython):
+    ipython.register_magics(MpiJaxMagics(ipython))
+
+
+def unload_ipython_extension(ipython):
+    magics = ipython.magics_manager.registry.get("MpiJaxMagics")
+    if magics is not None and magics.cluster is not None:
+        magics.cluster.stop()
