@@ -1,0 +1,45 @@
+"""The ipyparallel configuration a cluster starts with, including launcher pass-through."""
+
+import os
+import sys
+
+import pytest
+
+from mpinb.cluster import MPICluster, default_mpiexec
+
+
+def test_default_configuration_is_local_mpiexec_on_loopback():
+    c = MPICluster(n=3).config()
+    assert c.Cluster.engine_launcher_class == "mpi"
+    assert c.Cluster.n == 3
+    assert c.Cluster.controller_ip == "127.0.0.1"
+    assert c.MPILauncher.mpi_cmd == [default_mpiexec()]
+    assert os.path.dirname(default_mpiexec()) == os.path.dirname(sys.executable)
+    assert c.MPIEngineSetLauncher.environment["JAX_PLATFORMS"] == "cpu"
+
+
+def test_slurm_allocation_passes_launcher_and_arguments_through():
+    c = MPICluster(n=64, mpi_cmd=["srun"], mpi_args=["--mpi=pmix", "--cpu-bind=cores"],
+                   controller_ip="0.0.0.0", engine_env={"OMP_NUM_THREADS": "1"}).config()
+    assert c.MPILauncher.mpi_cmd == ["srun"]
+    assert c.MPILauncher.mpi_args == ["--mpi=pmix", "--cpu-bind=cores"]
+    assert c.Cluster.controller_ip == "0.0.0.0"
+    assert c.MPIEngineSetLauncher.environment["OMP_NUM_THREADS"] == "1"
+
+
+def test_pbs_style_mpiexec_arguments():
+    c = MPICluster(n=8, mpi_cmd=["mpiexec"], mpi_args=["-f", "$PBS_NODEFILE", "-ppn", "4"]).config()
+    assert c.MPILauncher.mpi_args == ["-f", "$PBS_NODEFILE", "-ppn", "4"]
+
+
+@pytest.mark.parametrize("n", [0, -1, 2.5, True, "4"])
+def test_bad_size_is_refused(n):
+    with pytest.raises(ValueError, match="n must be a positive int"):
+        MPICluster(n=n)
+
+
+def test_not_running_cluster_status_and_run_cell():
+    cluster = MPICluster(n=2)
+    assert cluster.status() == {"running": False, "n": 2}
+    with pytest.raises(RuntimeError, match="no cluster running"):
+        cluster.run_cell("1")

@@ -1,0 +1,59 @@
+"""jit-vs-eager classification (pure NumPy)."""
+
+import numpy as np
+import pytest
+
+from mpinb import compare as cmp
+
+
+def flat(tree):
+    if isinstance(tree, dict):
+        return [(f"['{k}']", v) for k, v in sorted(tree.items())]
+    return [("", tree)]
+
+
+def test_equal_close_different():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert cmp.compare("a", a, a.copy()).status == "equal"
+    c = cmp.compare("a", a, a + np.float32(1e-7))
+    assert c.status == "close" and c.max_abs > 0
+    b = a.copy()
+    b[1, 2] += 1
+    d = cmp.compare("a", a, b)
+    assert d.status == "different"
+    assert d.first_index == (1, 2)
+    assert d.max_abs == pytest.approx(1.0)
+    assert d.max_rel == pytest.approx(1 / 6)
+    assert "first at [1, 2]" in str(d)
+
+
+def test_dtype_tolerances_differ():
+    x16 = np.array([1.0], np.float16)
+    assert cmp.compare("h", x16, x16 + np.float16(0.0009765625)).status == "close"
+    x64 = np.array([1.0])
+    assert cmp.compare("d", x64, x64 + 1e-9).status == "different"
+
+
+def test_nans_in_the_same_place_are_equal_and_elsewhere_different():
+    a = np.array([1.0, np.nan])
+    assert cmp.compare("n", a, a.copy()).status == "equal"
+    assert cmp.compare("n", a, np.array([np.nan, 1.0])).status == "different"
+
+
+def test_integers_shapes_dtypes():
+    assert cmp.compare("i", np.arange(3), np.array([0, 1, 3])).first_index == (2,)
+    assert "shape (3,) vs (4,)" in cmp.compare("i", np.arange(3), np.arange(4)).detail
+    assert "dtype" in cmp.compare("i", np.arange(3), np.arange(3.0)).detail
+
+
+def test_trees_and_namespaces():
+    j = {"a": np.ones(2), "b": np.zeros(2)}
+    e = {"a": np.ones(2), "b": np.ones(2)}
+    out = cmp.compare_trees("p", j, e, flat)
+    assert [c.status for c in out] == ["equal", "different"]
+    assert out[1].name == "p['b']"
+    comps = cmp.compare_namespaces(["x", "f", "gone"], {"x": np.ones(1), "f": len, "gone": np.ones(1)},
+                                   {"x": np.ones(1), "f": len}, flat, lambda v: isinstance(v, np.ndarray))
+    assert [(c.name, c.status) for c in comps] == [("x", "equal"), ("gone", "missing")]
+    assert cmp.summary(comps) == "jit != eager (1 of 2 differ)"
+    assert cmp.summary([out[0]]) == "jit == eager"

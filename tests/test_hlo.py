@@ -1,0 +1,75 @@
+"""Layout analysis on captured optimized HLO (tests/data, compiled on 2 ranks) - no cluster."""
+
+from pathlib import Path
+
+import pytest
+
+from mpinb import hlo
+
+DATA = Path(__file__).parent / "data"
+
+
+def load(name):
+    return (DATA / name).read_text()
+
+
+def kinds(warnings):
+    return sorted(w.kind for w in warnings)
+
+
+def test_parse_shapes_and_layouts():
+    arrays = hlo.parse_arrays("(f32[2,4,6]{2,0,1}, s8[])")
+    assert [str(a) for a in arrays] == ["f32[2,4,6]{2,0,1}", "s8[]"]
+    assert not arrays[0].row_major and arrays[1].row_major
+    assert arrays[0].nbytes == 192
+    assert hlo.parse_arrays("bf16[3,5]{1,0:T(8,128)}")[0].row_major
+
+
+def test_safe_transpose_has_only_relayout_warnings_with_sizes_and_source():
+    module = hlo.parse_module(load("safe_transpose.hlo.txt"))
+    warnings = hlo.layout_warnings(module, rank=0)
+    assert kinds(warnings) == ["relayout", "relayout"]
+    feeding = [w for w in warnings if "to feed mpinb_alltoall" in w.message]
+    assert len(feeding) == 1 and "(192 B)" in feeding[0].message
+    assert feeding[0].source.startswith("/tmp/gen.py:9 (mk.<locals>.f)")
+    assert hlo.collective_sequence(module) == ["mpinb_alltoall f32[2,4,6]{2,1,0}"]
+
+
+def test_follow_producer_is_the_seed_bug_signature():
+    warnings = hlo.layout_warnings(hlo.parse_module(load("follow_transpose.hlo.txt")), rank=1)
+    bad = [w for w in warnings if w.kind == "non-row-major"]
+    assert len(bad) == 1
+    assert "f32[2,4,6]{2,0,1}" in bad[0].message and bad[0].rank == 1
+    assert "rank 1, jit_f" in str(bad[0])
+
+
+def test_unconstrained_custom_call_is_reported():
+    warnings = hlo.layout_warnings(hlo.parse_module(load("unconstrained_transpose.hlo.txt")), rank=0)
+    assert [w.kind for w in warnings if w.kind in ("unconstrained", "non-row-major")] == ["unconstrained"]
+    assert "no operand layout constraints" in [w for w in warnings if w.kind == "unconstrained"][0].message
+
+
+def test_divergent_collective_sequences_across_ranks():
+    per_rank = {0: [("module_0007.jit_g", load("divergent_rank0.hlo.txt"))],
+                1: [("module_0009.jit_g", load("divergent_rank1.hlo.txt"))]}
+    warnings = hlo.analyze(per_rank)
+    div = [w for w in warnings if w.kind == "divergent"]
+    assert len(div) == 1
+    assert div[0].module == "jit_g"
+    assert "rank 0 compiled mpinb_allreduce f32[3]{0} but rank 1 compiled mpinb_bcast f32[3]{0}" in div[0].message
+
+
+def test_same_sequences_are_not_divergent():
+    text = load("safe_transpose.hlo.txt")
+    assert not [w for w in hlo.analyze({0: [("jit_f", text)], 1: [("jit_f", text)]}) if w.kind == "divergent"]
+
+
+def test_highlight_marks_only_non_row_major():
+    marked = hlo.highlight_layouts(load("follow_transpose.hlo.txt"), only_custom_calls=True)
+    assert "<<f32[2,4,6]{2,0,1}>>" in marked
+    assert "<<f32[2,4,6]{2,1,0}>>" not in marked
+
+
+def test_module_without_custom_calls_has_no_warnings():
+    text = "HloModule m\n\nENTRY %main (p: f32[2]) -> f32[2] {\n  ROOT %p = f32[2]{0} parameter(0)\n}\n"
+    assert hlo.analyze({0: [("m", text)]}) == []

@@ -1,0 +1,138 @@
+"""%%mpijax driven through a real IPython shell and a real 2-rank MPI engine cluster."""
+
+import re
+import time
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import start_ipython
+
+SEED = """
+import jax, jax.numpy as jnp, numpy as np
+from mpi4py import MPI
+from mpinb import mpi
+rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+
+def transpose(block):
+    n, cols = block.shape
+    pieces = block.reshape(n, size, cols // size).transpose(1, 0, 2)
+    return mpi.alltoall(pieces).reshape(size * n, cols // size).T
+
+A = np.arange(4 * size * 6 * size, dtype=np.float32).reshape(4 * size, 6 * size)
+block = A[rank * 4:(rank + 1) * 4]
+t = jax.jit(transpose)(block)
+ok = bool((np.asarray(t) == A.T[rank * 6:(rank + 1) * 6]).all())
+print("rank", rank, "ok", ok)
+"""
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "mpinb")
+    t0 = time.perf_counter()
+    shell.run_line_magic("mpijax", "start -n 2")
+    shell.user_ns["_start_seconds"] = time.perf_counter() - t0
+    yield shell
+    shell.run_line_magic("mpijax", "stop")
+
+
+def cell(ip, line, code):
+    ip.run_cell_magic("mpijax", line, code)
+    return ip.user_ns["_mpijax"]
+
+
+def test_seed_transpose_compare_shows_both_columns_and_no_layout_error(ip, capsys):
+    res = cell(ip, "--compare --show ok", SEED)
+    out = capsys.readouterr().out
+    assert res.ok and res.ranks == [0, 1]
+    assert re.search(r"^2 ranks, [0-9.]+ s, \d+ layout warnings?, jit == eager$", out, re.M), out
+    assert "[rank 0]" in out and "[rank 1]" in out
+    assert "rank 0 ok True" in out and "rank 1 ok True" in out
+    assert not [w for w in res.warnings if w.kind in ("non-row-major", "unconstrained")]
+    assert {w.kind for w in res.warnings} <= {"relayout"}
+    assert all(c.status == "equal" for c in res.comparisons)
+
+
+def test_unconstrained_custom_call_shows_warning_2(ip, capsys):
+    res = cell(ip, "", "from mpinb import teaching\nu = jax.jit(lambda b: teaching.alltoall_unconstrained("
+                       "b.reshape(4, size, -1).transpose(1, 0, 2)))(block)")
+    assert [w.rank for w in res.warnings if w.kind == "unconstrained"] == [0, 1]
+    assert "[unconstrained] rank 1" in capsys.readouterr().out
+
+
+def test_python_state_makes_jit_differ_from_eager(ip, capsys):
+    """A jitted function that reads Python state keeps the value seen at trace time."""
+    code = ("state = {'scale': 1.0}\n"
+            "g = jax.jit(lambda x: x * state['scale'])\n"
+            "g(jnp.ones(3))\n"
+            "state['scale'] = 2.0 + rank\n"
+            "r = g(jnp.ones(3))\n")
+    res = cell(ip, "--compare", code)
+    out = capsys.readouterr().out
+    assert res.ok
+    assert "jit != eager" in res.summary()
+    for rank in (0, 1):
+        diff = [c for c in res.records[rank]["comparisons"] if c.name == "r"][0]
+        assert diff.status == "different"
+        assert diff.max_abs == 1.0 + rank and diff.first_index == (0,)
+    assert "compare: r: jit != eager, max abs diff 2" in out
+
+
+def test_seed_bug_reproduction_jit_wrong_eager_right(ip):
+    code = ("from mpinb import teaching\n"
+            "def bad(b):\n"
+            "    n, cols = b.shape\n"
+            "    return teaching.alltoall_follow_producer(b.reshape(n, size, cols // size).transpose(1, 0, 2))"
+            ".reshape(size * n, cols // size).T\n"
+            "z = jax.jit(bad)(block)\n")
+    res = cell(ip, "--compare", code)
+    assert "jit != eager" in res.summary()
+    z = [c for c in res.comparisons if c.name == "z"]
+    assert len(z) == 2 and all(c.status == "different" and c.max_abs > 0 for c in z)
+    assert sorted(w.rank for w in res.warnings if w.kind == "non-row-major") == [0, 1]
+
+
+def test_error_on_one_rank_and_rank_selection(ip, capsys):
+    res = cell(ip, "--ranks 1", "raise ValueError(f'bad rank {rank}')")
+    out = capsys.readouterr().out
+    assert res.ranks == [1] and res.states == {1: "failed"}
+    assert "error: ValueError: bad rank 1" in out and "[rank 0]" not in out
+
+
+def test_show_summaries_and_result(ip):
+    res = cell(ip, "--show block", "block.sum()")
+    rec = res.records[0]
+    assert rec["show"]["block"]["shape"] == (4, 12) and rec["result"]["kind"] == "array"
+
+
+def test_timeout_reports_running_ranks(ip):
+    res = cell(ip, "--timeout 1 --ranks 0 --no-hlo", "import time; time.sleep(3)")
+    assert res.timed_out and res.states == {0: "running"}
+    time.sleep(2.5)  # let the engine finish before the next test uses it
+
+
+def test_usage_errors(ip):
+    with pytest.raises(UsageError, match="out of range"):
+        ip.run_cell_magic("mpijax", "--ranks 7", "1")
+    with pytest.raises(UsageError, match="not a number of seconds"):
+        ip.run_cell_magic("mpijax", "--timeout soon", "1")
+    with pytest.raises(UsageError, match="already running"):
+        ip.run_line_magic("mpijax", "start -n 2")
+    with pytest.raises(UsageError, match="invalid choice"):
+        ip.run_line_magic("mpijax", "launch")
+
+
+def test_status_and_hlo_view(ip, capsys):
+    status = ip.run_line_magic("mpijax", "status")
+    assert status["running"] and status["engines"] == [0, 1] and status["hlo_capture"]
+    ip.run_line_magic("mpijax", "hlo transpose(block)")
+    out = capsys.readouterr().out
+    assert "[rank 0]" in out and "[rank 1]" in out
+    assert 'custom_call_target="mpinb_alltoall"' in out
+
+
+def test_hlo_analysis_costs_nothing_when_nothing_compiles(ip):
+    cell(ip, "", "w = t + 1")  # compiles the add once
+    res = cell(ip, "", "w = t + 1")
+    assert all(rec["hlo"] == [] for rec in res.records.values())
