@@ -92,7 +92,9 @@ class CellResult:
         if self.timed_out:
             parts.append("timed out")
         w = len(self.warnings)
-        parts.append(f"{w} layout warning{'s' if w != 1 else ''}")
+        kinds = sorted({x.kind for x in self.warnings})
+        detail = f" ({', '.join(f'{sum(x.kind == k for x in self.warnings)} {k}' for k in kinds)})" if w else ""
+        parts.append(f"{w} layout warning{'s' if w != 1 else ''}{detail}")
         comp = self.comparison_summary()
         if comp:
             parts.append(comp)

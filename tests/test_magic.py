@@ -46,7 +46,7 @@ def test_seed_transpose_compare_shows_both_columns_and_no_layout_error(ip, capsy
     res = cell(ip, "--compare --show ok", SEED)
     out = capsys.readouterr().out
     assert res.ok and res.ranks == [0, 1]
-    assert re.search(r"^2 ranks, [0-9.]+ s, \d+ layout warnings?, jit == eager$", out, re.M), out
+    assert re.search(r"^2 ranks, [0-9.]+ s, \d+ layout warnings? \(\d+ relayout\), jit == eager$", out, re.M), out
     assert "[rank 0]" in out and "[rank 1]" in out
     assert "rank 0 ok True" in out and "rank 1 ok True" in out
     assert not [w for w in res.warnings if w.kind in ("non-row-major", "unconstrained")]

@@ -1,0 +1,84 @@
+"""Round trip of a trivial %%mpijax cell against %%px on the same cluster, and cluster start-up
+against a bare ipyparallel MPI cluster plus the JAX import.
+
+    python benchmarks/magic.py [-n 2] [--cells 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from IPython.testing.globalipapp import start_ipython
+
+
+def per_call(fn, count):
+    fn()
+    samples = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(count):
+            fn()
+        samples.append((time.perf_counter() - t0) / count)
+    return statistics.median(samples)
+
+
+def bare_start(n):
+    import ipyparallel as ipp
+
+    from mpinb.cluster import MPICluster
+
+    t0 = time.perf_counter()
+    cluster = ipp.Cluster(config=MPICluster(n=n).config(), log_level=40)
+    client = cluster.start_and_connect_sync()
+    client.wait_for_engines(n, timeout=120, interactive=False)
+    client[:].execute("import jax", block=True)
+    seconds = time.perf_counter() - t0
+    client.close()
+    cluster.stop_cluster_sync()
+    return seconds
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=2, help="ranks (default 2)")
+    parser.add_argument("--cells", type=int, default=50, help="cells per timing batch")
+    args = parser.parse_args(argv)
+
+    ip = start_ipython()
+    ip.run_line_magic("load_ext", "mpinb")
+    bare = bare_start(args.n)
+    t0 = time.perf_counter()
+    ip.run_line_magic("mpijax", f"start -n {args.n}")
+    ours_start = time.perf_counter() - t0
+    magics = ip.magics_manager.registry["MpiJaxMagics"]
+    cluster = magics.cluster
+    view = cluster.client[:]
+    cluster.run_cell("import jax; x = jax.numpy.ones(3)")
+
+    px = per_call(lambda: view.execute("a = 1", block=True), args.cells)
+    api = per_call(lambda: cluster.run_cell("a = 1"), args.cells)
+    api_nohlo = per_call(lambda: cluster.run_cell("a = 1", hlo=False), args.cells)
+    import contextlib
+    import io
+
+    def magic():
+        with contextlib.redirect_stdout(io.StringIO()):
+            ip.run_cell_magic("mpijax", "", "a = 1")
+
+    mag = per_call(magic, args.cells)
+    ip.run_line_magic("mpijax", "stop")
+
+    print(f"\n{args.n} ranks")
+    print(f"{'what':<44} {'ms':>8} {'ratio':>7}")
+    print(f"{'%%px round trip (view.execute)':<44} {px * 1e3:8.2f} {1.0:7.2f}")
+    print(f"{'run_cell, HLO capture on':<44} {api * 1e3:8.2f} {api / px:7.2f}")
+    print(f"{'run_cell, HLO capture off':<44} {api_nohlo * 1e3:8.2f} {api_nohlo / px:7.2f}")
+    print(f"{'%%mpijax magic (text view rendered)':<44} {mag * 1e3:8.2f} {mag / px:7.2f}")
+    print(f"{'bare ipyparallel MPI start + import jax (s)':<44} {bare:8.2f} {1.0:7.2f}")
+    print(f"{'%mpijax start: engines ready (s)':<44} {ours_start:8.2f} {ours_start / bare:7.2f}")
+
+
+if __name__ == "__main__":
+    main()

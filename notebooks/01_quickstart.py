@@ -1,0 +1,79 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # mpinb quick start
+#
+# Start a cluster of MPI engines (one engine per MPI rank), run cells on every rank with
+# `%%mpijax`, and read every rank's result side by side.
+
+# %%
+import os
+
+n = int(os.environ.get("MPINB_NOTEBOOK_RANKS", "4"))
+# %load_ext mpinb
+# %mpijax start -n $n
+
+# %% [markdown]
+# Every `%%mpijax` cell runs on all ranks. Variables live on the engines, one namespace per
+# rank; the view shows each rank's output, result and errors in its own column.
+
+# %%
+# %%mpijax
+import jax
+import jax.numpy as jnp
+from mpi4py import MPI
+from mpinb import mpi
+
+rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+print(f"hello from rank {rank} of {size}")
+x = jnp.arange(4.0) + 10 * rank
+x
+
+# %% [markdown]
+# ## Collectives inside `jax.jit`
+#
+# `mpinb.mpi` has the API of mpi4jax. `--show` summarises variables per rank: shape, dtype,
+# min/max/mean and a preview.
+
+# %%
+# %%mpijax --show total,everyone
+total = jax.jit(lambda v: mpi.allreduce(v, op=MPI.SUM))(x)
+everyone = mpi.allgather(x)
+
+# %% [markdown]
+# `--ranks` restricts a cell to some ranks (only for cells without collectives, which need
+# every rank), and an error on one rank is shown in that rank's column.
+
+# %%
+# %%mpijax --ranks 0
+print("only rank", rank, "runs this")
+
+# %%
+# %%mpijax
+if rank == size - 1:
+    raise ValueError(f"rank {rank} refuses")
+
+# %% [markdown]
+# `--compare` runs the cell a second time without jit, in a scratch copy of each namespace,
+# and compares every array the cell assigned.
+
+# %%
+# %%mpijax --compare
+y = jax.jit(lambda v: mpi.alltoall(jnp.tile(v, (size, 1))))(x)
+
+# %%
+# %mpijax status
+
+# %%
+# %mpijax stop

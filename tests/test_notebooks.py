@@ -1,0 +1,87 @@
+"""The workshop notebooks, executed with nbclient on 2 ranks; their text renderings checked."""
+
+import os
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def execute(name):
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    old = os.environ.get("MPINB_NOTEBOOK_RANKS")
+    os.environ["MPINB_NOTEBOOK_RANKS"] = "2"
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    finally:
+        if old is None:
+            os.environ.pop("MPINB_NOTEBOOK_RANKS")
+        else:
+            os.environ["MPINB_NOTEBOOK_RANKS"] = old
+    return nb
+
+
+def texts(cell):
+    out = []
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream":
+            out.append(o["text"])
+        elif "data" in o and "text/plain" in o["data"]:
+            out.append(o["data"]["text/plain"])
+        elif o.get("output_type") == "error":
+            out.append(f"{o['ename']}: {o['evalue']}")
+    return "\n".join(out)
+
+
+def code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("name", ["01_quickstart", "02_debugging_transpose", "03_pencil_fft"])
+def test_paired_sources_are_in_sync(name):
+    a = jupytext.read(NOTEBOOKS / f"{name}.py")
+    b = jupytext.read(NOTEBOOKS / f"{name}.ipynb")
+    assert [c.source for c in a.cells] == [c.source for c in b.cells], f"run: jupytext --sync notebooks/{name}.py"
+
+
+def test_quickstart():
+    cells = code_cells(execute("01_quickstart.ipynb"))
+    hello = texts(cells[1])
+    assert "[rank 0]" in hello and "[rank 1]" in hello and "hello from rank 1 of 2" in hello
+    shown = texts(cells[2])
+    assert "total: float32[4]" in shown and "everyone: float32[2,4]" in shown
+    only0 = texts(cells[3])
+    assert "[rank 0]" in only0 and "[rank 1]" not in only0.split("only rank")[-1]
+    failing = texts(cells[4])
+    assert "1 failed (1)" in failing and "error: ValueError: rank 1 refuses" in failing
+    assert "jit == eager" in texts(cells[5])
+
+
+def test_debugging_transpose():
+    cells = code_cells(execute("02_debugging_transpose.ipynb"))
+    seed = texts(cells[1])
+    assert "jit == eager" in seed and "ok: True" in seed and "[non-row-major]" not in seed
+    assert 'custom_call_target="mpinb_alltoall"' in texts(cells[2])
+    unconstrained = texts(cells[3])
+    assert "[unconstrained] rank 0" in unconstrained and "[unconstrained] rank 1" in unconstrained
+    like_gpu = texts(cells[4])
+    assert "jit != eager" in like_gpu and "[non-row-major] rank 1" in like_gpu
+    assert "compare: z: jit != eager" in like_gpu
+
+
+def test_pencil_fft():
+    cells = code_cells(execute("03_pencil_fft.ipynb"))
+    assert "grid position (1, 0) of 2 x 1" in texts(cells[1])
+    run = texts(cells[3])
+    assert "distributed fft3d" in run
+    error = float(run.split("max error ")[1].split()[0])
+    assert error < 1e-2
+    assert "jit == eager" in run or "jit ~ eager" in run
+    pictures = cells[4]
+    html = "\n".join(o["data"].get("text/html", "") for o in pictures.outputs if "data" in o)
+    assert html.count("data:image/png;base64,") >= 4  # two slices on each of two ranks
