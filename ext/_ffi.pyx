@@ -30,6 +30,9 @@ from mpi4py.libmpi cimport (
     MPI_Get_library_version, MPI_Initialized, MPI_Allreduce, MPI_Alltoall, MPI_Alltoallv,
     MPI_Allgather, MPI_Allgatherv, MPI_Bcast, MPI_Reduce, MPI_Gather, MPI_Scatter, MPI_Scan,
     MPI_Send, MPI_Recv, MPI_Sendrecv, MPI_Barrier, MPI_Reduce_scatter_block,
+    MPI_KEYVAL_INVALID, MPI_Comm_get_attr, MPI_Comm_set_attr, MPI_Comm_create_keyval,
+    MPI_COMM_NULL_COPY_FN, MPI_Comm_delete_attr_function, MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN,
+    MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR,
 )
 from xla_ffi cimport *
 
@@ -82,6 +85,7 @@ cdef const char* op_name(int opcode) noexcept nogil:
     return b"unknown"
 
 include "call_frame.pxi"
+include "checked.pxi"
 
 
 # ---------------------------------------------------------------------------------------
@@ -136,8 +140,17 @@ cdef int begin(XLA_FFI_CallFrame* f, Call* c, int opcode, int ndata_args,
     return 0
 
 
-cdef inline void enter(Call* c, int64_t nbytes, int peer) noexcept nogil:
-    """Take the collective lock and publish what this rank is about to wait in."""
+cdef enum:
+    CHECK_NONE = 0     # point-to-point: nothing to agree on
+    CHECK_SHAPE = 1    # every rank passes the same shape
+    CHECK_TRAILING = 2 # leading dimension may differ (variable counts)
+
+
+cdef int enter(Call* c, int64_t nbytes, int peer, const XLA_FFI_Buffer* sig,
+               int check, int64_t root) noexcept nogil:
+    """Take the collective lock, publish what this rank is about to wait in and, in checked
+    mode, make sure every rank is about to call the same collective. Returns 1 (with c.err
+    set, lock held: the caller returns finish()) when the ranks disagree."""
     global g_calls
     pthread_mutex_lock(&g_lock)
     c.locked = True
@@ -149,6 +162,9 @@ cdef inline void enter(Call* c, int64_t nbytes, int peer) noexcept nogil:
     c.t0 = MPI_Wtime()
     g_inflight.t0 = c.t0
     g_inflight.active = 1
+    if g_checked and check != CHECK_NONE:
+        return check_agreement(c, sig, check == CHECK_TRAILING, root)
+    return 0
 
 
 cdef XLA_FFI_Error* finish(Call* c, int rc, const char* mpi_fn) noexcept nogil:
@@ -239,6 +255,20 @@ def initialize():
     if not flag:
         raise RuntimeError("mpinb._ffi: MPI is not initialised; import mpi4py.MPI first")
     MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank)
+    if g_counter_keyval == MPI_KEYVAL_INVALID:
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN,
+                               <MPI_Comm_delete_attr_function*>_free_counter,
+                               &g_counter_keyval, NULL)
+
+
+def set_checked(bint enabled):
+    """Checked mode: ranks agree on each collective (one extra small allgather) first."""
+    global g_checked
+    g_checked = 1 if enabled else 0
+
+
+def get_checked():
+    return bool(g_checked)
 
 
 def set_debug(bint enabled):

@@ -47,6 +47,33 @@ def parse_ranks(spec, size: int) -> list[int]:
     return ranks
 
 
+class ClusterBusy(RuntimeError):
+    """Ranks are still running (or blocked in MPI inside) an earlier cell."""
+
+
+class ClusterLost(RuntimeError):
+    """The MPI job ended (a rank died); only a restart helps."""
+
+
+DEFAULT_GRACE = 2.0
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def describe_inflight(info: dict | None) -> str:
+    """'blocked in allreduce (call 57, 16 B, waiting 12.3 s)' or 'running Python code'."""
+    if not info:
+        return "not inside an mpinb collective (Python code, or an mpi4py call)"
+    peer = f", peer {info['peer']}" if info.get("peer", -1) >= 0 else ""
+    return (f"blocked in {info['op']} (call {info['call']}, {_fmt_bytes(info['bytes'])}{peer}, "
+            f"waiting {info['seconds'] + info.get('age', 0.0):.1f} s)")
+
+
 @dataclasses.dataclass
 class CellResult:
     code: str
@@ -60,6 +87,10 @@ class CellResult:
     timed_out: bool = False
     compare: bool = False
     notes: list[str] = dataclasses.field(default_factory=list)
+    inflight: dict[int, dict | None] = dataclasses.field(default_factory=dict)
+    dead: dict[int, str] = dataclasses.field(default_factory=dict)
+    faults: dict[int, str] = dataclasses.field(default_factory=dict)
+    interrupted: bool = False
 
     @property
     def ok(self) -> bool:
@@ -85,12 +116,17 @@ class CellResult:
         parts = [f"{n} rank{'s' if n != 1 else ''}", f"{self.elapsed:.2f} s"]
         failed = [r for r, s in self.states.items() if s == "failed"]
         running = [r for r, s in self.states.items() if s == "running"]
+        dead = [r for r, s in self.states.items() if s == "dead"]
         if failed:
             parts.append(f"{len(failed)} failed ({', '.join(map(str, failed))})")
         if running:
             parts.append(f"{len(running)} still running ({', '.join(map(str, running))})")
+        if dead:
+            parts.append(f"{len(dead)} dead ({'; '.join(f'rank {r} {self.dead[r]}' for r in dead)})")
         if self.timed_out:
             parts.append("timed out")
+        if self.interrupted:
+            parts.append("interrupted")
         w = len(self.warnings)
         kinds = sorted({x.kind for x in self.warnings})
         detail = f" ({', '.join(f'{sum(x.kind == k for x in self.warnings)} {k}' for k in kinds)})" if w else ""
@@ -116,7 +152,8 @@ class CellResult:
 
 def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool = True,
              timeout: float | None = None, show: Sequence[str] = (), images: bool = False,
-             stream: Callable[[int, str, str], None] | None = None, poll: float = 0.05) -> CellResult:
+             stream: Callable[[int, str, str], None] | None = None, poll: float = 0.05,
+             grace: float = DEFAULT_GRACE) -> CellResult:
     """Run ``code`` on the chosen ranks of a running :class:`~mpinb.cluster.MPICluster`.
 
     compare: also run the cell under ``jax.disable_jit()`` in a scratch copy of each rank's
@@ -124,14 +161,30 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
         Caveat: the cell runs twice, so side effects (appending to a list, writing files,
         incrementing counters) happen twice, and the scratch copy is shallow.
     hlo: capture and analyse the optimized HLO of the modules compiled during the cell.
-    timeout: seconds to wait; on expiry the result lists the ranks still running.
+    timeout: seconds to wait; on expiry the result lists the ranks still running and the MPI
+        call each is blocked in.
     show: names of variables to summarise per rank.
-    stream: callback(rank, "stdout"|"stderr", text) receiving output while the cell runs.
+    stream: callback(rank, "stdout"|"stderr"|"error", text) receiving output and errors while
+        the cell runs.
+    grace: once a rank failed or died, seconds the others get to finish before the result is
+        reported (fail fast instead of waiting for ranks blocked in a collective).
+
+    KeyboardInterrupt (the notebook's stop button) interrupts the engines and reports which
+    ranks stay blocked inside MPI. Raises ClusterBusy while ranks still run an earlier cell,
+    ClusterLost once the MPI job ended.
     """
     from . import engine
 
     if not cluster.running:
         raise RuntimeError("no cluster running: start one with %mpijax start -n N (or MPICluster(n).start())")
+    if cluster.lost:
+        raise ClusterLost(f"the MPI job is gone ({cluster.lost}); run %mpijax restart (cluster.restart())")
+    busy = {r: ar for r, ar in cluster.outstanding.items() if not ar.ready()}
+    if busy:
+        where = "; ".join(f"rank {r} {describe_inflight(cluster.inflight(r))}" for r in sorted(busy))
+        raise ClusterBusy(f"rank(s) {sorted(busy)} still run an earlier cell ({where}); wait for it, "
+                          "interrupt it, or %mpijax restart")
+    cluster.outstanding = {}
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be positive, got {timeout}")
     targets = parse_ranks(ranks, len(cluster.client.ids))
@@ -139,46 +192,123 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
     kwargs = dict(compare=compare, show=tuple(show), hlo=hlo and cluster.hlo, images=images)
     pending = {r: cluster.client[r].apply_async(engine.run_cell, code, **kwargs) for r in targets}
     seen = {(r, s): 0 for r in targets for s in ("stdout", "stderr")}
+    announced = set()
 
     def pump():
-        if stream is None:
-            return
         for r, ar in pending.items():
-            for s in ("stdout", "stderr"):
-                text = getattr(ar, s) or ""
-                if len(text) > seen[(r, s)]:
-                    stream(r, s, text[seen[(r, s)]:])
-                    seen[(r, s)] = len(text)
+            if stream is not None:
+                for s in ("stdout", "stderr"):
+                    text = getattr(ar, s) or ""
+                    if len(text) > seen[(r, s)]:
+                        new, seen[(r, s)] = text[seen[(r, s)]:], len(text)
+                        stream(r, s, new)
+            if ar.ready() and r not in announced:
+                announced.add(r)
+                rec = _record(ar, r)
+                if stream is not None and not rec.get("ok") and rec.get("error"):
+                    stream(r, "error", f"{rec['error']['ename']}: {rec['error']['evalue']}")
 
-    timed_out = False
-    while not all(ar.ready() for ar in pending.values()):
-        if timeout is not None and time.perf_counter() - t0 > timeout:
-            timed_out = True
-            break
-        next(iter(ar for ar in pending.values() if not ar.ready())).wait(poll)
-        pump()
+    timed_out = interrupted = False
+    first_failure = None
+    dead: dict[int, str] = {}
+    last_liveness = 0.0
+    try:
+        while not all(ar.ready() for ar in pending.values()):
+            now = time.perf_counter()
+            if timeout is not None and now - t0 > timeout:
+                timed_out = True
+                break
+            if first_failure is None and any(ar.ready() and not _record(ar, r).get("ok") for r, ar in pending.items()):
+                first_failure = now
+            if first_failure is not None and now - first_failure > grace:
+                break  # fail fast: the others had their grace period
+            if now - last_liveness > 0.3:
+                last_liveness = now
+                dead = {r: why for r, why in cluster.dead_ranks().items() if r in pending}
+                if dead:
+                    first_failure = first_failure or now
+                    if all(pending[r].ready() or r in dead for r in pending):
+                        break
+            next(iter(ar for ar in pending.values() if not ar.ready())).wait(poll)
+            pump()
+    except KeyboardInterrupt:
+        interrupted = True
+        cluster.interrupt(targets)
+        end = time.perf_counter() + grace
+        while time.perf_counter() < end and not all(ar.ready() for ar in pending.values()):
+            time.sleep(poll)
     pump()
     elapsed = time.perf_counter() - t0
+    engine_died = [r for r, ar in pending.items() if ar.ready() and _engine_died(_record(ar, r))]
+    if engine_died or (not dead and not all(ar.ready() for ar in pending.values())):
+        dead = _settle_deaths(cluster, pending, engine_died)
 
-    records, states, stdout, stderr, notes = {}, {}, {}, {}, []
+    records, states, stdout, stderr, notes, inflight, faults = {}, {}, {}, {}, [], {}, {}
     for r, ar in pending.items():
         stdout[r] = ar.stdout or ""
         stderr[r] = ar.stderr or ""
+        if r in dead and (not ar.ready() or _engine_died(_record(ar, r))):
+            records[r], states[r] = None, "dead"
+            faults[r] = cluster.fault_report(r)
+            continue
         if not ar.ready():
             records[r], states[r] = None, "running"
+            inflight[r] = cluster.inflight(r)
+            cluster.outstanding[r] = ar
             continue
-        try:
-            rec = ar.get(0)
-        except Exception as exc:  # noqa: BLE001 - the engine itself failed (not the cell)
-            records[r] = {"rank": r, "ok": False, "error": {"ename": type(exc).__name__, "evalue": str(exc),
-                                                             "traceback": str(exc)}}
-            states[r] = "failed"
-            continue
+        rec = _record(ar, r)
         records[r] = rec
         states[r] = "finished" if rec.get("ok") else "failed"
+    if dead:
+        causes = [r for r in sorted(dead) if not dead[r].startswith("ended by the MPI launcher")]
+        first = causes[0] if causes else min(dead)
+        cluster.lost = f"rank {first} {dead[first]}"
+        notes.append(f"the MPI job ended because rank {first} {dead[first]}: run %mpijax restart")
+    elif cluster.outstanding:
+        blocked = [r for r in cluster.outstanding if inflight.get(r)]
+        if blocked:
+            notes.append(f"rank(s) {blocked} are blocked inside MPI; SIGINT cannot free them: "
+                         "run %mpijax restart (the --setup cells are replayed)")
+        else:
+            notes.append("the ranks still running can be interrupted (stop button) or restarted")
     per_rank_hlo = {r: rec.get("hlo", []) for r, rec in records.items() if rec}
     warnings = hlo_mod.analyze(per_rank_hlo) if any(per_rank_hlo.values()) else []
     if hlo and cluster.hlo and not all(rec.get("hlo_capture", True) for rec in records.values() if rec):
         notes.append("HLO capture is off on some ranks (JAX was imported before mpinb set XLA_FLAGS)")
     return CellResult(code, targets, records, stdout, stderr, states, elapsed, warnings, timed_out,
-                      compare, notes)
+                      compare, notes, inflight, dead, faults, interrupted)
+
+
+def _engine_died(rec: dict) -> bool:
+    err = rec.get("error") or {}
+    return err.get("ename") in ("RemoteError", "EngineError") and "died" in err.get("evalue", "")
+
+
+def _settle_deaths(cluster, pending, engine_died, wait: float = 1.5) -> dict[int, str]:
+    """{rank: cause} of dead ranks among ``pending``; ranks mpiexec took down after the first
+    death are described as such."""
+    end = time.perf_counter() + wait
+    while True:
+        dead = {r: why for r, why in cluster.dead_ranks().items() if r in pending}
+        records = cluster.exit_records()
+        if (not engine_died or all(r in dead for r in engine_died)) and (records or not dead):
+            break
+        if time.perf_counter() > end:
+            break
+        time.sleep(0.1)
+    for r in engine_died:
+        dead.setdefault(r, "process ended")
+    causes = sorted(r for r in dead if r in records)
+    for r in dead:
+        if dead[r] == "process ended" and causes and r not in causes:
+            dead[r] = f"ended by the MPI launcher after rank {causes[0]} {records[causes[0]]['description']}"
+    return dead
+
+
+def _record(ar, rank: int) -> dict:
+    """The engine's record, or a failure record if the engine itself failed."""
+    try:
+        return ar.get(0)
+    except Exception as exc:  # noqa: BLE001 - e.g. EngineError: the engine died
+        return {"rank": rank, "ok": False, "error": {"ename": type(exc).__name__, "evalue": str(exc),
+                                                     "traceback": str(exc)}}

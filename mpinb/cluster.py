@@ -5,16 +5,23 @@
     result = cluster.run_cell("import jax; x = jax.numpy.ones(3)")
     cluster.stop()
 
-Launching: by default ``mpiexec -n N`` from the ``mpich`` wheel next to this Python. Inside a
-Slurm or PBS allocation pass the site's launcher and its arguments, e.g.
+Launching: by default a single-node job on loopback, started with MPICH's ``mpiexec.gforker``
+from the ``mpich`` wheel (it opens no listening socket) and shared-memory MPI transports; nothing
+listens on a network interface. With ``mpi_args``, ``mpi_cmd`` or a non-loopback
+``controller_ip``, the given launcher (default: the wheel's hydra ``mpiexec``) is used as is.
+Inside a Slurm or PBS allocation pass the site's launcher and its arguments, e.g.
 ``MPICluster(n=64, mpi_cmd=["srun"], mpi_args=["--mpi=pmix"], controller_ip="0.0.0.0")``; every
 argument ends up in the ipyparallel configuration returned by ``config()``.
 """
 
 from __future__ import annotations
 
+import glob
+import json
 import os
 import shutil
+import signal
+import stat
 import sys
 import tempfile
 import time
@@ -28,14 +35,18 @@ class ClusterError(RuntimeError):
     """The cluster could not be started, reached or used."""
 
 
-def default_mpiexec() -> str:
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+def default_mpiexec(name: str = "mpiexec") -> str:
+    here = os.path.join(os.path.dirname(sys.executable), name)
     if os.path.exists(here):
         return here
-    found = shutil.which("mpiexec")
+    found = shutil.which(name)
     if not found:
-        raise ClusterError("no mpiexec found: install the `mpich` wheel or pass mpi_cmd=[...]")
+        raise ClusterError(f"no {name} found: install the `mpich` wheel or pass mpi_cmd=[...]")
     return found
+
+
+#: Environment that keeps a single-node MPICH job off the network: UCX uses shared memory only.
+LOCAL_MPI_ENV = {"UCX_TLS": "self,sm"}
 
 
 class MPICluster:
@@ -49,12 +60,14 @@ class MPICluster:
     engine_env: environment variables for the engines (e.g. ``{"JAX_ENABLE_X64": "1"}``).
     controller_ip: interface the controller listens on; loopback unless told otherwise.
     hlo: capture the optimized HLO of what each rank compiles (for layout warnings).
+    checked: run the collective library in checked mode on the engines (ranks agree on each
+        collective first; a mismatch is an error on every rank instead of a hang).
     start_timeout: seconds to wait for all engines to register.
     progress: show a progress bar while engines register.
     """
 
     def __init__(self, n: int = 4, *, mpi_cmd=None, mpi_args=(), engine_env=None,
-                 controller_ip: str = "127.0.0.1", hlo: bool = True,
+                 controller_ip: str = "127.0.0.1", hlo: bool = True, checked: bool = True,
                  start_timeout: float = DEFAULT_START_TIMEOUT, progress: bool = True,
                  cluster_id: str | None = None):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
@@ -65,6 +78,7 @@ class MPICluster:
         self.engine_env = dict(engine_env or {})
         self.controller_ip = controller_ip
         self.hlo = hlo
+        self.checked = checked
         self.start_timeout = float(start_timeout)
         self.progress = progress
         self.cluster_id = cluster_id
@@ -72,10 +86,26 @@ class MPICluster:
         self.client = None
         self.view = None
         self.engines: list[dict] = []
-        self.dump_root: str | None = None
+        self.workdir: str | None = None
         self.started_at: float | None = None
         self.start_seconds: float | None = None
         self.setup_cells: list[str] = []
+        self.outstanding: dict = {}       # rank -> AsyncResult of a cell that has not finished
+        self.lost: str | None = None      # why the MPI job is gone, once it is
+
+    @property
+    def local(self) -> bool:
+        """A single-node cluster on loopback with the default launcher and no launcher arguments."""
+        return (self.mpi_cmd is None and not self.mpi_args
+                and self.controller_ip in ("127.0.0.1", "localhost", "::1"))
+
+    @property
+    def dump_root(self) -> str | None:
+        return os.path.join(self.workdir, "hlo") if self.workdir and self.hlo else None
+
+    @property
+    def status_dir(self) -> str | None:
+        return os.path.join(self.workdir, "status") if self.workdir else None
 
     # ----------------------------------------------------------------------- configuration
     def config(self) -> Config:
@@ -84,11 +114,22 @@ class MPICluster:
         c.Cluster.engine_launcher_class = "mpi"
         c.Cluster.n = self.n
         c.Cluster.controller_ip = self.controller_ip
-        c.MPILauncher.mpi_cmd = self.mpi_cmd or [default_mpiexec()]
-        c.MPILauncher.mpi_args = list(self.mpi_args)
         env = {"JAX_PLATFORMS": "cpu"}
+        if self.local:
+            # MPICH's fork-based launcher opens no listening socket (hydra's control port binds
+            # every interface), and shared-memory transports keep MPI itself off the network.
+            c.MPILauncher.mpi_cmd = [default_mpiexec("mpiexec.gforker")]
+            env.update(LOCAL_MPI_ENV)
+        else:
+            c.MPILauncher.mpi_cmd = self.mpi_cmd or [default_mpiexec()]
+        c.MPILauncher.mpi_args = list(self.mpi_args)
         env.update(self.engine_env)
         c.MPIEngineSetLauncher.environment = env
+        if self.status_dir:
+            # each rank runs under mpinb.launch, which reports how its engine ended
+            c.MPIEngineSetLauncher.engine_cmd = [
+                sys.executable, "-m", "mpinb.launch", "--status-dir", self.status_dir, "--",
+                sys.executable, "-m", "ipyparallel.engine"]
         return c
 
     # ----------------------------------------------------------------------- lifecycle
@@ -102,6 +143,10 @@ class MPICluster:
         if self.running:
             raise ClusterError("cluster already running; stop() or restart() it first")
         t0 = time.perf_counter()
+        self.lost = None
+        self.outstanding = {}
+        self.workdir = tempfile.mkdtemp(prefix="mpinb-")
+        os.makedirs(self.status_dir)
         kwargs = {"config": self.config(), "log_level": 40}
         if self.cluster_id:
             kwargs["cluster_id"] = self.cluster_id
@@ -110,29 +155,65 @@ class MPICluster:
             self.client = self._cluster.start_and_connect_sync()
             self.client.wait_for_engines(self.n, timeout=self.start_timeout, interactive=self.progress)
         except Exception as exc:
-            self._teardown()
-            raise ClusterError(f"MPI engines did not start within {self.start_timeout:.0f} s: {exc}") from exc
+            self._teardown(force=True)
+            raise ClusterError(f"{self.n} MPI engines did not come up (waited up to {self.start_timeout:.0f} s): {exc}") from exc
+        self._protect_connection_files()
         self.view = self.client[:]
         self.view.block = True
-        self.dump_root = tempfile.mkdtemp(prefix="mpinb-hlo-") if self.hlo else None
         from . import engine
 
-        infos = self.view.apply_sync(engine.setup, self.dump_root)
+        infos = self.view.apply_sync(engine.setup, self.dump_root, self.status_dir, self.checked)
         ranks = [info["rank"] for info in infos]
         if ranks != list(self.client.ids):
-            self._teardown()
+            self._teardown(force=True)
             raise ClusterError(f"engine ids {self.client.ids} are not the MPI ranks {ranks}")
         self.engines = infos
         self.started_at = time.time()
         self.start_seconds = time.perf_counter() - t0
         return self
 
-    def stop(self) -> None:
-        """Stop engines and controller (idempotent)."""
-        self._teardown()
+    def _protect_connection_files(self) -> None:
+        """Connection files hold the cluster's key: readable by the owner only."""
+        security = os.path.join(self._cluster.profile_dir, "security")
+        for path in glob.glob(os.path.join(security, f"*{self._cluster.cluster_id}*.json")):
+            os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
 
-    def _teardown(self) -> None:
+    def connection_files(self) -> list[str]:
+        if self._cluster is None:
+            return []
+        security = os.path.join(self._cluster.profile_dir, "security")
+        return sorted(glob.glob(os.path.join(security, f"*{self._cluster.cluster_id}*.json")))
+
+    def stop(self) -> None:
+        """Stop engines and controller (idempotent). Engines are killed, not asked: their
+        namespaces are discarded anyway, and a rank blocked inside MPI would not answer."""
+        self._teardown(force=True)
+
+    def _engine_pids(self) -> list[int]:
+        return [e["pid"] for e in self.engines if "pid" in e]
+
+    def _kill_engines(self) -> None:
+        """SIGKILL every engine process (SIGINT cannot free a rank blocked inside MPI)."""
+        for pid in self._engine_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _kill_launchers(self, cluster) -> None:
+        """SIGKILL the mpiexec processes (after the engines), so that stopping does not wait."""
+        for engine_set in list(getattr(cluster, "engines", {}).values()):
+            try:
+                engine_set.signal(signal.SIGKILL)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+    def _teardown(self, force: bool = False) -> None:
         cluster, self._cluster = self._cluster, None
+        if force:
+            self._kill_engines()
+            if cluster is not None:
+                self._kill_launchers(cluster)
         if self.client is not None:
             try:
                 self.client.close()
@@ -145,14 +226,93 @@ class MPICluster:
                 cluster.stop_cluster_sync()
             except Exception:  # noqa: BLE001
                 pass
-        if self.dump_root:
-            shutil.rmtree(self.dump_root, ignore_errors=True)
-            self.dump_root = None
+        self._kill_engines()  # whatever survived the polite stop
+        self.engines = []
+        self.outstanding = {}
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+    # ----------------------------------------------------------------------- faults
+    def interrupt(self, ranks=None) -> None:
+        """SIGINT the engines (the notebook's stop button). A rank in Python stops with
+        KeyboardInterrupt; a rank blocked inside MPI stays blocked (see rank_states)."""
+        chosen = set(ranks) if ranks is not None else None
+        for e in self.engines:
+            if chosen is None or e["rank"] in chosen:
+                try:
+                    os.kill(e["pid"], signal.SIGINT)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def exit_records(self) -> dict[int, dict]:
+        """How dead engines ended, written by mpinb.launch: {rank: {"description": ...}}."""
+        out = {}
+        if not self.status_dir or not os.path.isdir(self.status_dir):
+            return out
+        for path in glob.glob(os.path.join(self.status_dir, "exit-rank*.json")):
+            try:
+                with open(path) as fh:
+                    rec = json.load(fh)
+            except (OSError, ValueError):
+                continue
+            if rec.get("rank") is not None:
+                out[int(rec["rank"])] = rec
+        return out
+
+    def dead_ranks(self) -> dict[int, str]:
+        """{rank: how it ended} for engines that are gone."""
+        records = self.exit_records()
+        dead = {}
+        for e in self.engines:
+            rank, pid = e["rank"], e["pid"]
+            alive = True
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                alive = False
+            except PermissionError:
+                pass
+            if rank in records:
+                dead[rank] = records[rank]["description"]
+            elif not alive:
+                dead[rank] = "process ended"
+        return dead
+
+    def inflight(self, rank: int) -> dict | None:
+        """The MPI call rank is blocked in, from its status file (None if idle or unknown)."""
+        if not self.status_dir:
+            return None
+        from .engine import status_path
+
+        try:
+            with open(status_path(self.status_dir, rank)) as fh:
+                rec = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        if rec.get("inflight"):
+            info = dict(rec["inflight"])
+            info["age"] = max(0.0, time.time() - rec.get("time", time.time()))
+            return info
+        return None
+
+    def fault_report(self, rank: int) -> str:
+        """What faulthandler wrote for a rank that crashed (segfault traceback), if anything."""
+        if not self.status_dir:
+            return ""
+        from .engine import fault_path
+
+        try:
+            with open(fault_path(self.status_dir, rank)) as fh:
+                return fh.read(4000)
+        except OSError:
+            return ""
 
     def restart(self, replay_setup: bool = True) -> "MPICluster":
-        """Stop and start a cluster of the same size; replay the cells marked as setup."""
+        """Kill and start a cluster of the same size; replay the cells marked as setup. The
+        notebook's own state is untouched; only the engines' namespaces start afresh."""
         cells = list(self.setup_cells)
-        self.stop()
+        self._teardown(force=True)
         self.start()
         if replay_setup:
             for code in cells:
@@ -164,6 +324,9 @@ class MPICluster:
             return {"running": False, "n": self.n}
         return {
             "running": True,
+            "lost": self.lost,
+            "blocked_ranks": sorted(r for r, ar in self.outstanding.items() if not ar.ready()),
+            "checked": self.checked,
             "n": self.n,
             "engines": list(self.client.ids),
             "uptime_s": round(time.time() - (self.started_at or time.time()), 1),

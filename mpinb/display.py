@@ -38,7 +38,17 @@ def rank_block(result, rank: int) -> list[str]:
     state = result.states.get(rank, "?")
     lines = []
     if rec is None:
-        lines.append(f"state: {state}")
+        if state == "running":
+            from .cell import describe_inflight
+
+            lines.append(f"state: still running, {describe_inflight(result.inflight.get(rank))}")
+        elif state == "dead":
+            lines.append(f"state: dead, {result.dead.get(rank, 'process ended')}")
+            fault = result.faults.get(rank, "").strip()
+            if fault:
+                lines += ["fault report:", _indent(fault)]
+        else:
+            lines.append(f"state: {state}")
     else:
         lines.append(f"state: {state} in {rec.get('elapsed', 0.0):.3f} s")
     out = result.stdout.get(rank, "")
@@ -102,7 +112,7 @@ def _png_tags(rec) -> str:
 def rank_html(result, rank: int) -> str:
     rec = result.records.get(rank) or {}
     state = result.states.get(rank, "?")
-    color = {"finished": "#2e7d32", "failed": "#c62828", "running": "#ef6c00"}.get(state, "#555")
+    color = {"finished": "#2e7d32", "failed": "#c62828", "running": "#ef6c00", "dead": "#6a1b9a"}.get(state, "#555")
     body = html.escape("\n".join(rank_block(result, rank)))
     return (f"<div class='mpinb-rank' data-rank='{rank}' style='flex:1;min-width:14em;border:1px solid #ccc;"
             f"padding:4px;margin:2px'><div style='font-weight:bold;color:{color}'>rank {rank} ({state})</div>"
@@ -189,6 +199,8 @@ class LiveOutput:
     def __call__(self, rank: int, stream: str, text: str) -> None:
         if self.use_widgets and rank in self.areas:
             self.areas[rank].value += text
+            return
+        if self.use_widgets and stream == "error":
             return
         prefix = f"[{stream}:{rank}] "
         sys.stdout.write("".join(prefix + line + "\n" for line in text.rstrip("\n").split("\n")))

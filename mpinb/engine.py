@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import faulthandler
 import io
+import json
 import linecache
 import os
 import socket
 import sys
+import threading
 import time
 import traceback
 
@@ -26,10 +29,52 @@ from . import values
 STATE: dict = {}
 HLO_SUFFIX = ".cpu_after_optimizations.txt"
 MAX_HLO_CHARS = 2_000_000
+STATUS_PERIOD = 0.2
 
 
-def setup(dump_root: str | None, rank_hint: int | None = None) -> dict:
-    """Prepare this engine. Must run before JAX is imported for HLO capture to work."""
+def status_path(status_dir: str, rank: int) -> str:
+    return os.path.join(status_dir, f"rank{rank}.json")
+
+
+def fault_path(status_dir: str, rank: int) -> str:
+    return os.path.join(status_dir, f"fault-rank{rank}.txt")
+
+
+def _write_status() -> None:
+    from mpinb import mpi
+
+    status_dir = STATE.get("status_dir")
+    if not status_dir:
+        return
+    record = {"rank": STATE["rank"], "pid": os.getpid(), "cell": STATE.get("running"),
+              "inflight": mpi.inflight(), "calls": mpi.counters()["calls"], "time": time.time()}
+    path = status_path(status_dir, STATE["rank"])
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(record, fh)
+    os.replace(tmp, path)
+
+
+def _status_loop() -> None:
+    """Publish, while a cell runs, which MPI call this rank is blocked in (read by the client
+    when a rank fails, a timeout expires or the user interrupts)."""
+    was_running = False
+    while True:
+        running = STATE.get("running") is not None
+        if running or was_running:
+            try:
+                _write_status()
+            except Exception:  # noqa: BLE001 - status is best effort, never kill the engine
+                pass
+        was_running = running
+        time.sleep(STATUS_PERIOD)
+
+
+def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = True) -> dict:
+    """Prepare this engine. Must run before JAX is imported for HLO capture to work.
+
+    checked: turn on the collective library's checked mode (ranks agree on every collective
+    before running it), the default for interactive use."""
     from mpi4py import MPI
 
     rank = MPI.COMM_WORLD.Get_rank()
@@ -46,8 +91,17 @@ def setup(dump_root: str | None, rank_hint: int | None = None) -> dict:
 
     import mpinb.mpi  # noqa: F401  (registers the collective library)
 
+    mpinb.mpi.set_checked(checked)
+    mpinb.mpi.default_comm()  # clone COMM_WORLD now, on every rank, not inside some later cell
     STATE.update(rank=rank, size=size, dump=dump, seen=_hlo_files(dump), cells=0,
-                 hlo_ok=bool(dump) and not jax_was_loaded)
+                 hlo_ok=bool(dump) and not jax_was_loaded, status_dir=status_dir, running=None)
+    if status_dir:
+        os.makedirs(status_dir, exist_ok=True)
+        STATE["fault_file"] = open(fault_path(status_dir, rank), "w")  # noqa: SIM115 - lives with the engine
+        faulthandler.enable(STATE["fault_file"], all_threads=False)
+        if not STATE.get("status_thread"):
+            STATE["status_thread"] = threading.Thread(target=_status_loop, name="mpinb-status", daemon=True)
+            STATE["status_thread"].start()
     return {
         "rank": rank,
         "size": size,
@@ -55,6 +109,7 @@ def setup(dump_root: str | None, rank_hint: int | None = None) -> dict:
         "host": socket.gethostname(),
         "jax": jax.__version__,
         "hlo_capture": STATE["hlo_ok"],
+        "checked": checked,
     }
 
 
@@ -146,6 +201,14 @@ def run_cell(code: str, *, compare: bool = False, show: tuple[str, ...] = (), hl
     """Run one cell here and describe what happened (see module docstring)."""
     STATE["cells"] = STATE.get("cells", 0) + 1
     cell_no = STATE["cells"]
+    STATE["running"] = cell_no
+    try:
+        return _run_cell(cell_no, code, compare=compare, show=show, hlo=hlo, images=images)
+    finally:
+        STATE["running"] = None
+
+
+def _run_cell(cell_no, code, *, compare, show, hlo, images) -> dict:
     filename = f"<mpijax-cell-{cell_no}>"
     ns = _namespace()
     before = {k: id(v) for k, v in ns.items()}

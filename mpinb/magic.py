@@ -27,7 +27,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
-from .cell import CellResult, parse_ranks
+from .cell import CellResult, ClusterBusy, ClusterLost, parse_ranks
 from .cluster import ClusterError, MPICluster
 
 
@@ -170,8 +170,13 @@ class MpiJaxMagics(Magics):
             print("cluster stopped")
             return None
         if cmd == "restart":
-            cluster = self._require_cluster() if self.cluster is None else self.cluster
-            cluster.restart(replay_setup=not args.no_replay)
+            if self.cluster is None:
+                raise UsageError("%mpijax restart: no cluster was started; use %mpijax start -n N")
+            cluster = self.cluster
+            try:
+                cluster.restart(replay_setup=not args.no_replay)
+            except ClusterError as exc:
+                raise UsageError(f"%mpijax restart: {exc}") from exc
             print(f"{cluster.n} MPI engines ready in {cluster.start_seconds:.1f} s"
                   + (f", {len(cluster.setup_cells)} setup cell(s) replayed" if cluster.setup_cells and not args.no_replay else ""))
             return None
@@ -214,6 +219,8 @@ class MpiJaxMagics(Magics):
             result = cluster.run_cell(cell, ranks=ranks, compare=args.compare, hlo=not args.no_hlo,
                                       timeout=timeout, show=args.show, images=args.images,
                                       stream=live, setup=args.setup)
+        except (ClusterBusy, ClusterLost) as exc:
+            raise UsageError(f"%%mpijax: {exc}") from None
         finally:
             live.close()
         self.last_result = result

@@ -8,14 +8,26 @@ import pytest
 from mpinb.cluster import MPICluster, default_mpiexec
 
 
-def test_default_configuration_is_local_mpiexec_on_loopback():
-    c = MPICluster(n=3).config()
+def test_default_configuration_is_local_and_off_the_network():
+    cluster = MPICluster(n=3)
+    c = cluster.config()
+    assert cluster.local
     assert c.Cluster.engine_launcher_class == "mpi"
     assert c.Cluster.n == 3
     assert c.Cluster.controller_ip == "127.0.0.1"
+    assert c.MPILauncher.mpi_cmd == [default_mpiexec("mpiexec.gforker")]
+    assert os.path.dirname(c.MPILauncher.mpi_cmd[0]) == os.path.dirname(sys.executable)
+    env = c.MPIEngineSetLauncher.environment
+    assert env["JAX_PLATFORMS"] == "cpu" and env["UCX_TLS"] == "self,sm"
+
+
+def test_launcher_arguments_switch_to_hydra():
+    cluster = MPICluster(n=2, mpi_args=["-bind-to", "core"])
+    c = cluster.config()
+    assert not cluster.local
     assert c.MPILauncher.mpi_cmd == [default_mpiexec()]
-    assert os.path.dirname(default_mpiexec()) == os.path.dirname(sys.executable)
-    assert c.MPIEngineSetLauncher.environment["JAX_PLATFORMS"] == "cpu"
+    assert c.MPILauncher.mpi_args == ["-bind-to", "core"]
+    assert "UCX_TLS" not in c.MPIEngineSetLauncher.environment
 
 
 def test_slurm_allocation_passes_launcher_and_arguments_through():

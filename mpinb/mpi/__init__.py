@@ -32,7 +32,7 @@ from .collectives import (  # noqa: E402
     send,
     sendrecv,
 )
-from .library import build_info, counters, get_debug, inflight, set_debug  # noqa: E402
+from .library import build_info, counters, get_checked, get_debug, inflight, set_checked, set_debug  # noqa: E402
 from .validation import SUPPORTED_DTYPES, REDUCTION_DTYPES, default_comm  # noqa: E402
 
 __all__ = [
@@ -58,6 +58,8 @@ __all__ = [
     "get_debug",
     "inflight",
     "set_debug",
+    "set_checked",
+    "get_checked",
     "default_comm",
     "SUPPORTED_DTYPES",
     "REDUCTION_DTYPES",

@@ -17,6 +17,7 @@ import threading
 from mpi4py import MPI
 
 DEBUG_ENV = "MPINB_DEBUG"
+CHECKED_ENV = "MPINB_CHECKED"
 MALLOC_ENV = "MPINB_MALLOC_TUNING"
 
 # glibc mallopt parameters (malloc.h)
@@ -122,6 +123,8 @@ def load():
             jax.ffi.register_ffi_target(name, capsule, platform="cpu", api_version=1)
         if os.environ.get(DEBUG_ENV, "").strip() and not _off(os.environ[DEBUG_ENV]):
             ext.set_debug(True)
+        if os.environ.get(CHECKED_ENV, "").strip() and not _off(os.environ[CHECKED_ENV]):
+            ext.set_checked(True)
         tune_malloc()
         _ffi = ext
         return ext
@@ -133,6 +136,20 @@ def set_debug(enabled: bool = True) -> None:
     Also enabled at import by the environment variable ``MPINB_DEBUG=1``.
     """
     load().set_debug(bool(enabled))
+
+
+def set_checked(enabled: bool = True) -> None:
+    """Checked mode: before each collective the ranks of its communicator exchange what they
+    are about to call (op, dtype, shape, root, reduction op, call number on that communicator)
+    and all raise the same clear error if they disagree, instead of hanging or corrupting data.
+    Costs one small extra allgather per collective. Off by default in scripts
+    (``MPINB_CHECKED=1`` turns it on), on by default on %%mpijax engines. Every rank must use
+    the same setting."""
+    load().set_checked(bool(enabled))
+
+
+def get_checked() -> bool:
+    return load().get_checked()
 
 
 def get_debug() -> bool:

@@ -1,0 +1,183 @@
+"""Fault handling on a real 3-rank cluster: every case ends within its timeout + 5 s with a
+per-rank diagnosis, and the cluster is usable afterwards (directly or after restart)."""
+
+import json
+import re
+import os
+import signal
+import stat
+import time
+
+import psutil
+import pytest
+
+from mpinb.cell import ClusterBusy, ClusterLost
+from mpinb.cluster import MPICluster
+
+SETUP = ("import jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\n"
+         "rank = MPI.COMM_WORLD.Get_rank()\nready = True")
+SLACK = 5.0
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = MPICluster(n=3, progress=False).start()
+    assert c.run_cell(SETUP, setup=True).ok
+    yield c
+    c.stop()
+
+
+def usable(c):
+    res = c.run_cell("int(mpi.allreduce(jnp.int32(1), MPI.SUM)) + 0 * ready")
+    assert res.ok, res.text()
+    assert res.records[0]["result"]["repr"] == "3" or res.records[0]["result"].get("max") == 3
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def test_rank_raising_before_a_collective_is_reported_fast(cluster):
+    res, seconds = timed(lambda: cluster.run_cell(
+        "if rank == 1:\n    raise RuntimeError('rank 1 gives up')\nmpi.allreduce(jnp.ones(2), MPI.SUM)"))
+    assert seconds < 2.0 + SLACK
+    assert res.states == {0: "running", 1: "failed", 2: "running"}
+    assert res.records[1]["error"]["evalue"] == "rank 1 gives up"
+    for r in (0, 2):
+        assert res.inflight[r]["op"] == "allreduce" and res.inflight[r]["bytes"] == 8
+    text = res.text()
+    assert "state: still running, blocked in allreduce (call" in text
+    assert "run %mpijax restart" in text
+    with pytest.raises(ClusterBusy, match=r"rank\(s\) \[0, 2\] still run an earlier cell .*blocked in allreduce"):
+        cluster.run_cell("1")
+    (_, restart_seconds) = timed(cluster.restart)
+    assert restart_seconds < 15.0
+    usable(cluster)  # the setup cell was replayed: mpi, jnp, rank, ready are defined again
+
+
+def test_checked_mode_turns_a_mismatch_into_the_same_error_on_every_rank(cluster):
+    res, seconds = timed(lambda: cluster.run_cell(
+        "if rank == 1:\n    mpi.alltoall(jnp.ones((3, 64, 64)))\nelse:\n    mpi.allreduce(jnp.ones(4), MPI.SUM)"))
+    assert seconds < SLACK
+    assert res.states == {0: "failed", 1: "failed", 2: "failed"}
+    for r in range(3):
+        assert ("checked mode: ranks disagree on the collective: rank 1 called alltoall float32[3,64,64] (#"
+                in res.records[r]["error"]["evalue"])
+        assert "rank 0 called allreduce float32[4] SUM" in res.records[r]["error"]["evalue"]
+    usable(cluster)  # no restart needed
+
+
+def test_timeout_reports_each_rank_and_its_mpi_call(cluster):
+    res, seconds = timed(lambda: cluster.run_cell(
+        "if rank == 2:\n    import time; time.sleep(60)\nmpi.barrier()", timeout=2))
+    assert seconds < 2 + SLACK
+    assert res.timed_out and set(res.states.values()) == {"running"}
+    assert res.inflight[0]["op"] == res.inflight[1]["op"] == "barrier"
+    assert res.inflight[2] is None
+    assert "blocked in barrier" in res.text() and "not inside an mpinb collective" in res.text()
+    cluster.restart()
+    usable(cluster)
+
+
+def interrupting_stream(after="tick"):
+    """Presses the stop button (once) when a rank prints ``after``."""
+    pressed = []
+
+    def stream(rank, kind, text):
+        if after in text and not pressed:
+            pressed.append(rank)
+            raise KeyboardInterrupt
+    return stream
+
+
+def test_interrupt_frees_ranks_running_python(cluster):
+    res, seconds = timed(lambda: cluster.run_cell(
+        "import time\nprint('tick', flush=True)\ntime.sleep(60)", stream=interrupting_stream()))
+    assert seconds < 2 + SLACK
+    assert res.interrupted
+    assert all(res.records[r]["error"]["ename"] == "KeyboardInterrupt" for r in range(3))
+    usable(cluster)  # no restart needed
+
+
+def test_interrupt_says_when_ranks_stay_blocked_in_mpi(cluster):
+    res, seconds = timed(lambda: cluster.run_cell(
+        "import time\nif rank == 0:\n    print('tick', flush=True)\n    time.sleep(60)\nmpi.barrier()",
+        stream=interrupting_stream()))
+    assert seconds < 2 + SLACK
+    assert res.interrupted
+    assert res.records[0]["error"]["ename"] == "KeyboardInterrupt"
+    assert res.states[1] == res.states[2] == "running"
+    assert "SIGINT cannot free them: run %mpijax restart" in res.text()
+    cluster.restart()
+    usable(cluster)
+
+
+@pytest.mark.parametrize("how,cause", [
+    ("os.kill(os.getpid(), signal.SIGKILL)", "killed by signal 9 (SIGKILL)"),
+    ("os._exit(3)", "exited with code 3"),
+    ("import ctypes; ctypes.string_at(0)", "killed by signal 11 (SIGSEGV)"),
+])
+def test_engine_death_is_reported_with_rank_and_cause(cluster, how, cause):
+    res, seconds = timed(lambda: cluster.run_cell(
+        f"import os, signal, time\nif rank == 1:\n    {how}\ntime.sleep(30)"))
+    assert seconds < SLACK
+    assert res.states[1] == "dead" and res.dead[1] == cause
+    assert f"1 dead" in res.summary() or "3 dead" in res.summary()
+    assert f"rank 1 {cause}" in res.text()
+    if "SIGSEGV" in cause:
+        assert "Segmentation fault" in res.faults[1] or "Fatal Python error" in res.faults[1]
+    with pytest.raises(ClusterLost, match=re.escape(f"the MPI job is gone (rank 1 {cause})")):
+        cluster.run_cell("1")
+    (_, restart_seconds) = timed(cluster.restart)
+    assert restart_seconds < 15.0
+    usable(cluster)
+
+
+def test_mpi_error_inside_a_handler_is_an_exception_on_that_rank(cluster):
+    res = cluster.run_cell("mpi.sendrecv(jnp.ones(8), jnp.zeros(4), source=rank, dest=rank)")
+    assert set(res.states.values()) == {"failed"}
+    assert "MPI_Sendrecv failed" in res.records[2]["error"]["evalue"]
+    assert "mpinb.sendrecv: rank 2" in res.records[2]["error"]["evalue"]
+    usable(cluster)
+
+
+# ------------------------------------------------------------------------------- security
+
+def test_listens_on_loopback_only(cluster):
+    me = psutil.Process()
+    listening = []
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            listening += [c.laddr.ip for c in proc.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+        except psutil.Error:
+            continue
+    assert listening, "found no listening sockets at all"
+    assert set(listening) <= {"127.0.0.1", "::1"}, listening
+
+
+def test_connection_files_are_owner_only(cluster):
+    files = cluster.connection_files()
+    assert files
+    for path in files:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        assert mode & 0o077 == 0, (path, oct(mode))
+
+
+def test_client_with_the_wrong_key_is_refused(cluster):
+    import ipyparallel as ipp
+
+    path = [f for f in cluster.connection_files() if f.endswith("-client.json")][0]
+    with open(path) as fh:
+        info = json.load(fh)
+    info["key"] = "0" * len(info["key"])
+    with pytest.raises(Exception) as excinfo:
+        client = ipp.Client(info, timeout=3)
+        try:
+            client.wait_for_engines(3, timeout=3, interactive=False)
+            client[:].apply_sync(os.getpid)
+        finally:
+            client.close()
+    assert "timeout" in str(excinfo.value).lower() or "Timeout" in type(excinfo.value).__name__
+    usable(cluster)
