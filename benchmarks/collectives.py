@@ -1,5 +1,6 @@
 """Per-call time of jitted alltoall and allreduce: mpinb against raw mpi4py (the floor: same MPI,
-preallocated NumPy buffers, same run) and against mpi4jax when it is importable.
+preallocated NumPy buffers, same run), mpinb in checked mode (the cost of the agreement
+exchange), and mpi4jax when it is importable.
 
     mpiexec -n 2 python benchmarks/collectives.py [--sizes 16,65536,1048576,16777216] [--seconds 0.3]
 
@@ -107,8 +108,11 @@ def main(argv=None):
         for nbytes in sizes:
             raw = timed(raw_calls(op, nbytes), args.seconds, args.reps)
             ours = timed(jitted(mpinb_mpi, op, nbytes), args.seconds, args.reps)
+            mpinb_mpi.set_checked(True)
+            checked = timed(jitted(mpinb_mpi, op, nbytes), args.seconds, args.reps)
+            mpinb_mpi.set_checked(False)
             theirs = timed(jitted(mpi4jax, op, nbytes), args.seconds, args.reps) if mpi4jax else None
-            rows.append((op, nbytes, raw, ours, theirs))
+            rows.append((op, nbytes, raw, ours, checked, theirs))
             if RANK == 0:
                 print(f"  measured {op} {human(nbytes)}", file=sys.stderr, flush=True)
     floor = timed(noop(16), args.seconds, args.reps)
@@ -119,14 +123,16 @@ def main(argv=None):
     print(f"\n{SIZE} ranks, {MPI.Get_library_version().splitlines()[0].strip()}, jax {jax.__version__}"
           f", mpi4jax {version or 'not installed'}")
     print(f"jitted no-op (dispatch floor): {floor * 1e6:.1f} us per call\n")
-    head = f"{'op':<10} {'size':>8} | {'raw us':>9} {'mpinb us':>9} {'mpi4jax us':>10} | {'mpinb/raw':>9} {'mpi4jax/raw':>11} {'mpinb/mpi4jax':>13}"
+    head = (f"{'op':<10} {'size':>8} | {'raw us':>9} {'mpinb us':>9} {'checked us':>10} {'mpi4jax us':>10} | "
+            f"{'mpinb/raw':>9} {'checked/mpinb':>13} {'mpi4jax/raw':>11} {'mpinb/mpi4jax':>13}")
     print(head)
     print("-" * len(head))
-    for op, nbytes, raw, ours, theirs in rows:
+    for op, nbytes, raw, ours, checked, theirs in rows:
         t = f"{fmt(theirs):>10}" if theirs else f"{'-':>10}"
         r2 = f"{theirs / raw:11.2f}" if theirs else f"{'-':>11}"
         r3 = f"{ours / theirs:13.2f}" if theirs else f"{'-':>13}"
-        print(f"{op:<10} {human(nbytes):>8} | {fmt(raw)} {fmt(ours)} {t} | {ours / raw:9.2f} {r2} {r3}")
+        print(f"{op:<10} {human(nbytes):>8} | {fmt(raw)} {fmt(ours)} {fmt(checked):>10} {t} | "
+              f"{ours / raw:9.2f} {checked / ours:13.2f} {r2} {r3}")
 
 
 if __name__ == "__main__":

@@ -229,7 +229,9 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
                     first_failure = first_failure or now
                     if all(pending[r].ready() or r in dead for r in pending):
                         break
-            next(iter(ar for ar in pending.values() if not ar.ready())).wait(poll)
+            unfinished = [ar for ar in pending.values() if not ar.ready()]
+            if unfinished:
+                unfinished[0].wait(poll)
             pump()
     except KeyboardInterrupt:
         interrupted = True

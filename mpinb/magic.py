@@ -5,7 +5,8 @@ done by :class:`mpinb.cluster.MPICluster` and :func:`mpinb.cell.run_cell`.
 
 Line magic::
 
-    %mpijax start [-n N] [--mpi-args "ARGS"] [--no-hlo] [--start-timeout S]
+    %mpijax start [-n N] [--mpi-args "ARGS"] [--mpi-cmd CMD] [--no-hlo] [--unchecked]
+                  [--start-timeout S]
     %mpijax stop
     %mpijax restart [--no-replay]
     %mpijax status
@@ -82,6 +83,8 @@ def line_parser() -> _Parser:
     s.add_argument("--mpi-args", default="", help="extra launcher arguments, quoted")
     s.add_argument("--mpi-cmd", default="", help="launcher command (default: the mpich wheel's mpiexec)")
     s.add_argument("--no-hlo", action="store_true", help="do not capture compiled HLO")
+    s.add_argument("--unchecked", action="store_true",
+                   help="turn off checked mode (ranks agreeing on each collective before running it)")
     s.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for engines")
     sub.add_parser("stop", help="stop the cluster")
     r = sub.add_parser("restart", help="restart with the same size and replay --setup cells")
@@ -157,7 +160,7 @@ class MpiJaxMagics(Magics):
                 raise UsageError(f"%mpijax start: -n must be at least 1, got {args.n}")
             self.cluster = MPICluster(
                 n=args.n, mpi_args=shlex.split(args.mpi_args), mpi_cmd=shlex.split(args.mpi_cmd) or None,
-                hlo=not args.no_hlo, start_timeout=args.start_timeout)
+                hlo=not args.no_hlo, checked=not args.unchecked, start_timeout=args.start_timeout)
             try:
                 self.cluster.start()
             except ClusterError as exc:
