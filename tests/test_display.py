@@ -39,7 +39,7 @@ def test_text_has_one_block_per_rank():
     assert "hi" in r0 and "Out: float64[8]  min 0 max 7 mean 3.5" in r0 and "compare: y: jit == eager" in r0
     assert "[unconstrained]" in r0
     assert "error: ValueError: boom" in r1 and "oops" in r1
-    assert "state: running" in r2 and "partial" in r2
+    assert "state: still running, not inside an mpinb collective" in r2 and "partial" in r2
     assert text.rstrip().endswith("rank 0 compiled a but rank 2 compiled b")
 
 

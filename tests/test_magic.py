@@ -5,7 +5,7 @@ import time
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
+from ipython_shell import test_shell
 
 SEED = """
 import jax, jax.numpy as jnp, numpy as np
@@ -28,7 +28,7 @@ print("rank", rank, "ok", ok)
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
+    shell = test_shell()
     shell.run_line_magic("load_ext", "mpinb")
     t0 = time.perf_counter()
     shell.run_line_magic("mpijax", "start -n 2")

@@ -6,7 +6,7 @@ import io
 
 import psutil
 import pytest
-from IPython.testing.globalipapp import start_ipython
+from ipython_shell import test_shell
 
 CELLS = 200
 COLLECTIVES = 1000
@@ -16,7 +16,7 @@ FD_SLACK = 3
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
+    shell = test_shell()
     shell.run_line_magic("load_ext", "mpinb")
     shell.run_line_magic("mpijax", "start -n 2")
     yield shell
