@@ -45,7 +45,7 @@ def lab(tmp_path_factory):
     env = dict(os.environ, MPINB_NOTEBOOK_RANKS="2", JUPYTER_CONFIG_DIR=str(root / ".jupyter"))
     log = open(root / "lab.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
          f"--ServerApp.port={port}", f"--IdentityProvider.token={token}",
          f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False",
          "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
