@@ -46,16 +46,42 @@ def _move(x, src, dst, size=None):
     return jnp.moveaxis(x, src, dst)
 
 
-def _linear(prim, transpose):
-    """JVP = the primitive applied to the (materialised) tangent; transpose as given."""
+def _linear_jvp(prim):
+    """JVP of a linear primitive: the primitive applied to the (materialised) tangents."""
 
     def jvp(primals, tangents, **params):
         out = prim.bind(*primals, **params)
         tans = [jnp.zeros(p.shape, p.dtype) if type(t) is ad.Zero else t for p, t in zip(primals, tangents)]
         return out, prim.bind(*tans, **params)
 
-    ad.primitive_jvps[prim] = jvp
+    return jvp
+
+
+def _linear(prim, transpose):
+    ad.primitive_jvps[prim] = _linear_jvp(prim)
     ad.primitive_transposes[prim] = transpose
+
+
+def _linear_for_sum(prim, transpose):
+    """A reduction that is linear (and differentiable) only when its op is MPI.SUM."""
+    name = prim.name[len("mpinb_"):]
+    linear = _linear_jvp(prim)
+
+    def jvp(primals, tangents, **params):
+        if params["op"].name == "SUM":
+            return linear(primals, tangents, **params)
+        if any(type(t) is not ad.Zero for t in tangents):
+            raise TypeError(f"{name}: only MPI.SUM can be differentiated, got {params['op']!r}")
+        out = prim.bind(*primals, **params)
+        return out, ad.Zero(out.aval.to_tangent_aval())
+
+    def checked_transpose(ct, x, **params):
+        if params["op"].name != "SUM":
+            raise TypeError(f"{name}: only MPI.SUM can be differentiated, got {params['op']!r}")
+        return transpose(ct, x, **params)
+
+    ad.primitive_jvps[prim] = jvp
+    ad.primitive_transposes[prim] = checked_transpose
 
 
 def _not_differentiable(prim, why: str):
@@ -81,25 +107,7 @@ def _allreduce_attrs(*, comm, op):
 allreduce_p = make_primitive("allreduce", _same, _allreduce_attrs)
 
 
-def _allreduce_transpose(ct, x, *, comm, op):
-    if op.name != "SUM":
-        raise TypeError(f"allreduce: only MPI.SUM can be differentiated, got {op!r}")
-    return [allreduce_p.bind(_instantiate(ct), comm=comm, op=op)]
-
-
-def _allreduce_jvp(primals, tangents, *, comm, op):
-    if op.name != "SUM" and any(type(t) is not ad.Zero for t in tangents):
-        raise TypeError(f"allreduce: only MPI.SUM can be differentiated, got {op!r}")
-    out = allreduce_p.bind(*primals, comm=comm, op=op)
-    if op.name != "SUM":
-        return out, ad.Zero(out.aval.to_tangent_aval())
-    (t,) = tangents
-    t = jnp.zeros(primals[0].shape, primals[0].dtype) if type(t) is ad.Zero else t
-    return out, allreduce_p.bind(t, comm=comm, op=op)
-
-
-ad.primitive_jvps[allreduce_p] = _allreduce_jvp
-ad.primitive_transposes[allreduce_p] = _allreduce_transpose
+_linear_for_sum(allreduce_p, lambda ct, x, *, comm, op: [allreduce_p.bind(_instantiate(ct), comm=comm, op=op)])
 batching.primitive_batchers[allreduce_p] = lambda args, dims, **p: (allreduce_p.bind(*args, **p), dims[0])
 
 
@@ -205,25 +213,7 @@ batching.primitive_batchers[allgather_p] = lambda args, dims, *, comm: (
 )
 
 
-def _reduce_scatter_transpose(ct, x, *, comm, op):
-    if op.name != "SUM":
-        raise TypeError(f"reduce_scatter: only MPI.SUM can be differentiated, got {op!r}")
-    return [allgather_p.bind(_instantiate(ct), comm=comm)]
-
-
-def _reduce_scatter_jvp(primals, tangents, *, comm, op):
-    if op.name != "SUM" and any(type(t) is not ad.Zero for t in tangents):
-        raise TypeError(f"reduce_scatter: only MPI.SUM can be differentiated, got {op!r}")
-    out = reduce_scatter_p.bind(*primals, comm=comm, op=op)
-    if op.name != "SUM":
-        return out, ad.Zero(out.aval.to_tangent_aval())
-    (t,) = tangents
-    t = jnp.zeros(primals[0].shape, primals[0].dtype) if type(t) is ad.Zero else t
-    return out, reduce_scatter_p.bind(t, comm=comm, op=op)
-
-
-ad.primitive_jvps[reduce_scatter_p] = _reduce_scatter_jvp
-ad.primitive_transposes[reduce_scatter_p] = _reduce_scatter_transpose
+_linear_for_sum(reduce_scatter_p, lambda ct, x, *, comm, op: [allgather_p.bind(_instantiate(ct), comm=comm)])
 batching.primitive_batchers[reduce_scatter_p] = lambda args, dims, **p: (
     reduce_scatter_p.bind(_move(args[0], dims[0], 1), **p),
     0,
