@@ -74,6 +74,7 @@ def lab(tmp_path_factory):
 
 
 def test_quickstart_notebook_renders_one_column_per_rank(lab):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     url, token, root = lab
@@ -84,6 +85,13 @@ def test_quickstart_notebook_renders_one_column_per_rank(lab):
         try:
             page.goto(f"{url}/lab/tree/01_quickstart.ipynb?token={token}", timeout=120_000)
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+            # a fresh JupyterLab asks which kernel to start
+            select = page.locator(".jp-Dialog").get_by_role("button", name="Select", exact=True)
+            try:
+                select.wait_for(timeout=15_000)
+                select.click()
+            except PlaywrightTimeout:
+                pass
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
             page.get_by_role("menuitem", name="Run", exact=True).click()
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
