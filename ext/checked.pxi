@@ -134,8 +134,6 @@ cdef int check_agreement(Call* c, const XLA_FFI_Buffer* b, bint trailing_only,
         mine[S_NDIM] = b.rank
         for i in range(min(<int>b.rank, <int>SIG_DIMS)):
             mine[S_DIM0 + i] = -1 if (trailing_only and i == 0) else b.dims[i]
-    else:
-        mine[S_ROOT] = -1 if root < 0 else root
     every = <int64_t*>malloc(SIG_LEN * c.size * sizeof(int64_t))
     if every == NULL:
         return fail(c, XLA_FFI_Error_Code_INTERNAL, b"checked mode: out of memory")

@@ -193,6 +193,13 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
     pending = {r: cluster.client[r].apply_async(engine.run_cell, code, **kwargs) for r in targets}
     seen = {(r, s): 0 for r in targets for s in ("stdout", "stderr")}
     announced = set()
+    finished: dict[int, dict] = {}
+
+    def record(r: int) -> dict:
+        """The record of a finished rank, fetched once."""
+        if r not in finished:
+            finished[r] = _record(pending[r], r)
+        return finished[r]
 
     def pump():
         for r, ar in pending.items():
@@ -204,7 +211,7 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
                         stream(r, s, new)
             if ar.ready() and r not in announced:
                 announced.add(r)
-                rec = _record(ar, r)
+                rec = record(r)
                 if stream is not None and not rec.get("ok") and rec.get("error"):
                     stream(r, "error", f"{rec['error']['ename']}: {rec['error']['evalue']}")
 
@@ -218,7 +225,7 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
             if timeout is not None and now - t0 > timeout:
                 timed_out = True
                 break
-            if first_failure is None and any(ar.ready() and not _record(ar, r).get("ok") for r, ar in pending.items()):
+            if first_failure is None and any(ar.ready() and not record(r).get("ok") for r, ar in pending.items()):
                 first_failure = now
             if first_failure is not None and now - first_failure > grace:
                 break  # fail fast: the others had their grace period
@@ -241,7 +248,7 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
             time.sleep(poll)
     pump()
     elapsed = time.perf_counter() - t0
-    engine_died = [r for r, ar in pending.items() if ar.ready() and _engine_died(_record(ar, r))]
+    engine_died = [r for r, ar in pending.items() if ar.ready() and _engine_died(record(r))]
     if engine_died or (not dead and not all(ar.ready() for ar in pending.values())):
         dead = _settle_deaths(cluster, pending, engine_died)
 
@@ -249,7 +256,7 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
     for r, ar in pending.items():
         stdout[r] = ar.stdout or ""
         stderr[r] = ar.stderr or ""
-        if r in dead and (not ar.ready() or _engine_died(_record(ar, r))):
+        if r in dead and (not ar.ready() or _engine_died(record(r))):
             records[r], states[r] = None, "dead"
             faults[r] = cluster.fault_report(r)
             continue
@@ -258,7 +265,7 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
             inflight[r] = cluster.inflight(r)
             cluster.outstanding[r] = ar
             continue
-        rec = _record(ar, r)
+        rec = record(r)
         records[r] = rec
         states[r] = "finished" if rec.get("ok") else "failed"
     if dead:

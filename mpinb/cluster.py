@@ -155,7 +155,7 @@ class MPICluster:
             self.client = self._cluster.start_and_connect_sync()
             self.client.wait_for_engines(self.n, timeout=self.start_timeout, interactive=self.progress)
         except Exception as exc:
-            self._teardown(force=True)
+            self._teardown()
             raise ClusterError(f"{self.n} MPI engines did not come up (waited up to {self.start_timeout:.0f} s): {exc}") from exc
         self._protect_connection_files()
         self.view = self.client[:]
@@ -165,7 +165,7 @@ class MPICluster:
         infos = self.view.apply_sync(engine.setup, self.dump_root, self.status_dir, self.checked)
         ranks = [info["rank"] for info in infos]
         if ranks != list(self.client.ids):
-            self._teardown(force=True)
+            self._teardown()
             raise ClusterError(f"engine ids {self.client.ids} are not the MPI ranks {ranks}")
         self.engines = infos
         self.started_at = time.time()
@@ -174,8 +174,7 @@ class MPICluster:
 
     def _protect_connection_files(self) -> None:
         """Connection files hold the cluster's key: readable by the owner only."""
-        security = os.path.join(self._cluster.profile_dir, "security")
-        for path in glob.glob(os.path.join(security, f"*{self._cluster.cluster_id}*.json")):
+        for path in self.connection_files():
             os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
 
     def connection_files(self) -> list[str]:
@@ -187,7 +186,7 @@ class MPICluster:
     def stop(self) -> None:
         """Stop engines and controller (idempotent). Engines are killed, not asked: their
         namespaces are discarded anyway, and a rank blocked inside MPI would not answer."""
-        self._teardown(force=True)
+        self._teardown()
 
     def _engine_pids(self) -> list[int]:
         return [e["pid"] for e in self.engines if "pid" in e]
@@ -208,12 +207,11 @@ class MPICluster:
             except Exception:  # noqa: BLE001 - already gone
                 pass
 
-    def _teardown(self, force: bool = False) -> None:
+    def _teardown(self) -> None:
         cluster, self._cluster = self._cluster, None
-        if force:
-            self._kill_engines()
-            if cluster is not None:
-                self._kill_launchers(cluster)
+        self._kill_engines()
+        if cluster is not None:
+            self._kill_launchers(cluster)
         if self.client is not None:
             try:
                 self.client.close()
@@ -226,7 +224,6 @@ class MPICluster:
                 cluster.stop_cluster_sync()
             except Exception:  # noqa: BLE001
                 pass
-        self._kill_engines()  # whatever survived the polite stop
         self.engines = []
         self.outstanding = {}
         if self.workdir:
@@ -236,7 +233,7 @@ class MPICluster:
     # ----------------------------------------------------------------------- faults
     def interrupt(self, ranks=None) -> None:
         """SIGINT the engines (the notebook's stop button). A rank in Python stops with
-        KeyboardInterrupt; a rank blocked inside MPI stays blocked (see rank_states)."""
+        KeyboardInterrupt; a rank blocked inside MPI stays blocked (see inflight)."""
         chosen = set(ranks) if ranks is not None else None
         for e in self.engines:
             if chosen is None or e["rank"] in chosen:
@@ -312,7 +309,7 @@ class MPICluster:
         """Kill and start a cluster of the same size; replay the cells marked as setup. The
         notebook's own state is untouched; only the engines' namespaces start afresh."""
         cells = list(self.setup_cells)
-        self._teardown(force=True)
+        self._teardown()
         self.start()
         if replay_setup:
             for code in cells:
