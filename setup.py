@@ -95,7 +95,7 @@ def extensions():
         libraries=libs,
         runtime_library_dirs=rpaths,
         extra_compile_args=["-O2", "-Wno-unused-function"],
-        define_macros=[("MPINB_BUILD_MPICC", '"%s"' % mpicc.replace('"', ""))],
+        define_macros=[("MPINB_BUILD_MPICC", '"{}"'.format(mpicc.replace('"', "")))],
     )
     return cythonize([ext], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False})
 

@@ -16,11 +16,10 @@ import statistics
 import sys
 import time
 
-import numpy as np
-from mpi4py import MPI
-
 import jax
 import jax.numpy as jnp
+import numpy as np
+from mpi4py import MPI
 
 from mpinb import mpi as mpinb_mpi
 

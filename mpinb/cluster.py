@@ -16,6 +16,7 @@ argument ends up in the ipyparallel configuration returned by ``config()``.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -137,7 +138,7 @@ class MPICluster:
     def running(self) -> bool:
         return self.client is not None
 
-    def start(self) -> "MPICluster":
+    def start(self) -> MPICluster:
         import ipyparallel as ipp
 
         if self.running:
@@ -156,7 +157,8 @@ class MPICluster:
             self.client.wait_for_engines(self.n, timeout=self.start_timeout, interactive=self.progress)
         except Exception as exc:
             self._teardown()
-            raise ClusterError(f"{self.n} MPI engines did not come up (waited up to {self.start_timeout:.0f} s): {exc}") from exc
+            raise ClusterError(f"{self.n} MPI engines did not come up "
+                               f"(waited up to {self.start_timeout:.0f} s): {exc}") from exc
         self._protect_connection_files()
         self.view = self.client[:]
         self.view.block = True
@@ -194,18 +196,14 @@ class MPICluster:
     def _kill_engines(self) -> None:
         """SIGKILL every engine process (SIGINT cannot free a rank blocked inside MPI)."""
         for pid in self._engine_pids():
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def _kill_launchers(self, cluster) -> None:
         """SIGKILL the mpiexec processes (after the engines), so that stopping does not wait."""
         for engine_set in list(getattr(cluster, "engines", {}).values()):
-            try:
+            with contextlib.suppress(Exception):  # already gone: nothing left to kill
                 engine_set.signal(signal.SIGKILL)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
 
     def _teardown(self) -> None:
         cluster, self._cluster = self._cluster, None
@@ -213,17 +211,13 @@ class MPICluster:
         if cluster is not None:
             self._kill_launchers(cluster)
         if self.client is not None:
-            try:
+            with contextlib.suppress(Exception):  # best effort on the way down
                 self.client.close()
-            except Exception:  # noqa: BLE001 - best effort on the way down
-                pass
         self.client = None
         self.view = None
         if cluster is not None:
-            try:
+            with contextlib.suppress(Exception):  # the processes were killed above; this only cleans up
                 cluster.stop_cluster_sync()
-            except Exception:  # noqa: BLE001
-                pass
         self.engines = []
         self.outstanding = {}
         if self.workdir:
@@ -237,10 +231,8 @@ class MPICluster:
         chosen = set(ranks) if ranks is not None else None
         for e in self.engines:
             if chosen is None or e["rank"] in chosen:
-                try:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(e["pid"], signal.SIGINT)
-                except (ProcessLookupError, PermissionError):
-                    pass
 
     def exit_records(self) -> dict[int, dict]:
         """How dead engines ended, written by mpinb.launch: {rank: {"description": ...}}."""
@@ -305,7 +297,16 @@ class MPICluster:
         except OSError:
             return ""
 
-    def restart(self, replay_setup: bool = True) -> "MPICluster":
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (None: no limit) for the ranks still running an
+        earlier cell (one that timed out, say) to finish it; True once every rank is idle."""
+        end = None if timeout is None else time.monotonic() + timeout
+        for ar in list(self.outstanding.values()):
+            left = None if end is None else max(0.0, end - time.monotonic())
+            ar.wait(left)
+        return all(ar.ready() for ar in self.outstanding.values())
+
+    def restart(self, replay_setup: bool = True) -> MPICluster:
         """Kill and start a cluster of the same size; replay the cells marked as setup. The
         notebook's own state is untouched; only the engines' namespaces start afresh."""
         cells = list(self.setup_cells)

@@ -89,7 +89,10 @@ def compare(name: str, jitted, eager) -> Comparison:
         return Comparison(name, "equal")
     diff = np.abs(a.astype(np.float64) - b.astype(np.float64)) if kind in "iub" else np.zeros(a.shape)
     first = tuple(int(i) for i in np.unravel_index(int(np.argmax(~same)), a.shape)) if a.ndim else ()
-    scale = np.maximum(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))) if kind in "iub" else np.ones(a.shape)
+    if kind in "iub":
+        scale = np.maximum(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    else:
+        scale = np.ones(a.shape)
     rel = np.where(scale > 0, diff / np.where(scale > 0, scale, 1), 0)
     return Comparison(name, "different", float(diff.max()), float(rel.max()), first)
 
@@ -100,7 +103,7 @@ def compare_trees(name: str, jitted, eager, flatten: Callable) -> list[Compariso
     jpaths, epaths = [p for p, _ in ja], [p for p, _ in ea]
     if jpaths != epaths:
         return [Comparison(name, "different", detail=f"structure differs: {jpaths} vs {epaths}")]
-    return [compare(f"{name}{path}", x, y) for (path, x), (_, y) in zip(ja, ea)]
+    return [compare(f"{name}{path}", x, y) for (path, x), (_, y) in zip(ja, ea, strict=True)]
 
 
 def compare_namespaces(names: Iterable[str], jitted: Mapping, eager: Mapping, flatten: Callable,

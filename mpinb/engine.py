@@ -62,10 +62,8 @@ def _status_loop() -> None:
     while True:
         running = STATE.get("running") is not None
         if running or was_running:
-            try:
+            with contextlib.suppress(Exception):  # status is best effort: never kill the engine
                 _write_status()
-            except Exception:  # noqa: BLE001 - status is best effort, never kill the engine
-                pass
         was_running = running
         time.sleep(STATUS_PERIOD)
 
@@ -87,9 +85,9 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
         flags = os.environ.get("XLA_FLAGS", "")
         if "--xla_dump_to" not in flags:
             os.environ["XLA_FLAGS"] = f"{flags} --xla_dump_to={dump} --xla_dump_hlo_as_text".strip()
-    import jax  # noqa: F401
+    import jax
 
-    import mpinb.mpi  # noqa: F401  (registers the collective library)
+    import mpinb.mpi  # registers the collective library
 
     mpinb.mpi.set_checked(checked)
     mpinb.mpi.default_comm()  # clone COMM_WORLD now, on every rank, not inside some later cell
@@ -187,7 +185,7 @@ def _flatten(tree):
 def _is_array_tree(value) -> bool:
     import jax
 
-    if isinstance(value, (type, type(sys))) or callable(value) and not hasattr(value, "shape"):
+    if isinstance(value, (type, type(sys))) or (callable(value) and not hasattr(value, "shape")):
         return False
     try:
         leaves = jax.tree_util.tree_leaves(value)

@@ -200,10 +200,7 @@ def parse_module(text: str, name: str | None = None) -> Module:
         if not m or current is None:
             continue
         rest = line[m.end():]
-        if rest.startswith("("):
-            shape = _balanced(rest, 0, "(", ")")
-        else:
-            shape = rest.split(" ", 1)[0]
+        shape = _balanced(rest, 0, "(", ")") if rest.startswith("(") else rest.split(" ", 1)[0]
         after = rest[len(shape):].lstrip()
         op_m = re.match(r"([\w\-]+)\(", after)
         if not op_m:
@@ -347,7 +344,8 @@ def divergence_warnings(per_rank: Mapping[int, Iterable[Module]]) -> list[HloWar
         ref = seqs[ranks[0]]
         for r in ranks[1:]:
             if seqs[r] != ref:
-                pos = next((i for i, (a, b) in enumerate(zip(ref, seqs[r])) if a != b), min(len(ref), len(seqs[r])))
+                common = min(len(ref), len(seqs[r]))
+                pos = next((i for i in range(common) if ref[i] != seqs[r][i]), common)
                 a = ref[pos] if pos < len(ref) else "nothing"
                 b = seqs[r][pos] if pos < len(seqs[r]) else "nothing"
                 out.append(HloWarning(

@@ -9,6 +9,7 @@ by rank and cause instead of as a generic timeout. The wrapper exits like its ch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -61,10 +62,8 @@ def main(argv=None) -> int:
     child = subprocess.Popen(command, close_fds=False)
 
     def forward(signum, _frame):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             child.send_signal(signum)
-        except ProcessLookupError:
-            pass
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, forward)

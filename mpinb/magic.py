@@ -180,8 +180,9 @@ class MpiJaxMagics(Magics):
                 cluster.restart(replay_setup=not args.no_replay)
             except ClusterError as exc:
                 raise UsageError(f"%mpijax restart: {exc}") from exc
+            replayed = cluster.setup_cells and not args.no_replay
             print(f"{cluster.n} MPI engines ready in {cluster.start_seconds:.1f} s"
-                  + (f", {len(cluster.setup_cells)} setup cell(s) replayed" if cluster.setup_cells and not args.no_replay else ""))
+                  + (f", {len(cluster.setup_cells)} setup cell(s) replayed" if replayed else ""))
             return None
         if cmd == "status":
             status = self.cluster.status() if self.cluster else {"running": False}
@@ -200,9 +201,9 @@ class MpiJaxMagics(Magics):
             view = cluster.client[ranks]
             try:
                 texts = view.apply_sync(engine.compiled_hlo, expr)
-            except Exception as exc:  # noqa: BLE001 - show the engine's error as a usage error
+            except Exception as exc:
                 raise UsageError(f"%mpijax hlo {expr}: {exc}") from exc
-            result = HloView(dict(zip(ranks, texts)))
+            result = HloView(dict(zip(ranks, texts, strict=True)))
             display(result)
             return None
         raise UsageError(f"%mpijax: unknown command {cmd}")  # pragma: no cover

@@ -37,7 +37,7 @@ def _transpose_permutation(value: ir.Value) -> list[int] | None:
 
 def _follow_producer(args, avals):
     layouts = []
-    for arg, aval in zip(args, avals):
+    for arg, aval in zip(args, avals, strict=True):
         perm = _transpose_permutation(arg)
         n = len(aval.shape)
         if perm is None:

@@ -43,7 +43,7 @@ def lab(tmp_path_factory):
     shutil.copy(ROOT / "notebooks" / "01_quickstart.ipynb", root)
     port, token = free_port(), secrets.token_hex(16)
     env = dict(os.environ, MPINB_NOTEBOOK_RANKS="2", JUPYTER_CONFIG_DIR=str(root / ".jupyter"))
-    log = open(root / "lab.log", "w")
+    log = open(root / "lab.log", "w")  # noqa: SIM115 - lives as long as JupyterLab, closed at teardown
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
          f"--ServerApp.port={port}", f"--IdentityProvider.token={token}",
@@ -54,7 +54,7 @@ def lab(tmp_path_factory):
     deadline = time.time() + 90
     while time.time() < deadline:
         try:
-            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
+            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)  # noqa: S310 - http on loopback
             break
         except OSError:
             if proc.poll() is not None:
@@ -77,7 +77,7 @@ def test_quickstart_notebook_renders_one_column_per_rank(lab):
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
-    url, token, root = lab
+    url, token, _root = lab
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)

@@ -1,9 +1,9 @@
 """The per-rank view rendered from a synthetic result (no cluster, no kernel)."""
 
-import base64
 import zlib
 
 import numpy as np
+import pytest
 
 from mpinb import compare as cmp
 from mpinb import display, hlo, values
@@ -71,9 +71,5 @@ def test_parse_ranks():
     assert parse_ranks("0,2-3", 4) == [0, 2, 3]
     assert parse_ranks([3, 1], 4) == [1, 3]
     for bad in ("5", "a", "2-1x"):
-        try:
+        with pytest.raises(ValueError, match="--ranks"):
             parse_ranks(bad, 4)
-        except ValueError as exc:
-            assert "--ranks" in str(exc)
-        else:
-            raise AssertionError(bad)

@@ -1,22 +1,30 @@
-"""Fault handling on a real 3-rank cluster: every case ends within its timeout + 5 s with a
-per-rank diagnosis, and the cluster is usable afterwards (directly or after restart)."""
+"""Fault handling on a real 3-rank cluster: every case ends with a per-rank diagnosis, and the
+cluster is usable afterwards (directly or after restart).
+
+Each test waits for the state it tests (read from the cluster's status, see tests/waiting.py)
+before it presses the stop button, lets a timeout expire or makes a rank fail. Restart times are
+a benchmark figure (benchmarks/restart.py), not asserted here."""
 
 import json
-import re
 import os
-import signal
+import re
 import stat
 import time
 
 import psutil
 import pytest
+from waiting import OnOutput, inside, press_stop
 
-from mpinb.cell import ClusterBusy, ClusterLost
+from mpinb.cell import DEFAULT_GRACE, ClusterBusy, ClusterLost
 from mpinb.cluster import MPICluster
 
 SETUP = ("import jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\n"
          "rank = MPI.COMM_WORLD.Get_rank()\nready = True")
-SLACK = 5.0
+#: Margin on the bounds that are the feature itself (fail fast after the grace period, a
+#: timeout fires, a death is reported): generous enough for a loaded 2-core machine.
+SLACK = 10.0
+#: A cell that should end by itself (an error on every rank, not a hang) gets this long.
+NO_HANG = 120
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +36,9 @@ def cluster():
 
 
 def usable(c):
-    res = c.run_cell("int(mpi.allreduce(jnp.int32(1), MPI.SUM)) + 0 * ready")
+    res = c.run_cell("int(mpi.allreduce(jnp.int32(1), MPI.SUM)) + 0 * ready", timeout=NO_HANG)
     assert res.ok, res.text()
-    assert res.records[0]["result"]["repr"] == "3" or res.records[0]["result"].get("max") == 3
+    assert res.records[0]["result"]["repr"] == str(c.n)
 
 
 def timed(fn):
@@ -40,9 +48,17 @@ def timed(fn):
 
 
 def test_rank_raising_before_a_collective_is_reported_fast(cluster):
-    res, seconds = timed(lambda: cluster.run_cell(
-        "if rank == 1:\n    raise RuntimeError('rank 1 gives up')\nmpi.allreduce(jnp.ones(2), MPI.SUM)"))
-    assert seconds < 2.0 + SLACK
+    """Waits for ranks 0 and 2 to be inside allreduce (their status), then makes rank 1 raise
+    (it turns the stop button into a RuntimeError); the report must follow within the grace."""
+    code = ("import time\n"
+            "if rank == 1:\n"
+            "    print('waiting', flush=True)\n"
+            "    try:\n        time.sleep(120)\n"
+            "    except KeyboardInterrupt:\n        raise RuntimeError('rank 1 gives up') from None\n"
+            "mpi.allreduce(jnp.ones(2), MPI.SUM)")
+    fail = OnOutput("waiting", [1], lambda: cluster.interrupt([1]), lambda: inside(cluster, [0, 2], "allreduce"))
+    res = cluster.run_cell(code, stream=fail)
+    assert time.perf_counter() - fail.pressed_at < DEFAULT_GRACE + SLACK
     assert res.states == {0: "running", 1: "failed", 2: "running"}
     assert res.records[1]["error"]["evalue"] == "rank 1 gives up"
     for r in (0, 2):
@@ -52,15 +68,16 @@ def test_rank_raising_before_a_collective_is_reported_fast(cluster):
     assert "run %mpijax restart" in text
     with pytest.raises(ClusterBusy, match=r"rank\(s\) \[0, 2\] still run an earlier cell .*blocked in allreduce"):
         cluster.run_cell("1")
-    (_, restart_seconds) = timed(cluster.restart)
-    assert restart_seconds < 15.0
+    cluster.restart()
     usable(cluster)  # the setup cell was replayed: mpi, jnp, rank, ready are defined again
 
 
 def test_checked_mode_turns_a_mismatch_into_the_same_error_on_every_rank(cluster):
-    res, seconds = timed(lambda: cluster.run_cell(
-        "if rank == 1:\n    mpi.alltoall(jnp.ones((3, 64, 64)))\nelse:\n    mpi.allreduce(jnp.ones(4), MPI.SUM)"))
-    assert seconds < SLACK
+    """Waits for the cell to end by itself (within NO_HANG s): an error on every rank, not a hang."""
+    res = cluster.run_cell(
+        "if rank == 1:\n    mpi.alltoall(jnp.ones((3, 64, 64)))\nelse:\n    mpi.allreduce(jnp.ones(4), MPI.SUM)",
+        timeout=NO_HANG)
+    assert not res.timed_out
     assert res.states == {0: "failed", 1: "failed", 2: "failed"}
     for r in range(3):
         assert ("checked mode: ranks disagree on the collective: rank 1 called alltoall float32[3,64,64] (#"
@@ -70,9 +87,16 @@ def test_checked_mode_turns_a_mismatch_into_the_same_error_on_every_rank(cluster
 
 
 def test_timeout_reports_each_rank_and_its_mpi_call(cluster):
-    res, seconds = timed(lambda: cluster.run_cell(
-        "if rank == 2:\n    import time; time.sleep(60)\nmpi.barrier()", timeout=2))
-    assert seconds < 2 + SLACK
+    """Waits for ranks 0 and 1 to be inside barrier while rank 2 sleeps in Python, then lets
+    the 3 s timeout expire (or finds it expired): the report names each rank's state."""
+    timeout = 3.0
+    state = OnOutput("sleeping", [2], lambda: None, lambda: inside(cluster, [0, 1], "barrier"))
+    t0 = time.perf_counter()
+    res = cluster.run_cell("if rank == 2:\n    import time; print('sleeping', flush=True); time.sleep(60)\n"
+                           "mpi.barrier()", timeout=timeout, stream=state)
+    seconds = time.perf_counter() - t0
+    assert state.pressed_at is not None
+    assert timeout <= seconds < max(timeout, state.pressed_at - t0) + SLACK
     assert res.timed_out and set(res.states.values()) == {"running"}
     assert res.inflight[0]["op"] == res.inflight[1]["op"] == "barrier"
     assert res.inflight[2] is None
@@ -81,31 +105,24 @@ def test_timeout_reports_each_rank_and_its_mpi_call(cluster):
     usable(cluster)
 
 
-def interrupting_stream(after="tick"):
-    """Presses the stop button (once) when a rank prints ``after``."""
-    pressed = []
-
-    def stream(rank, kind, text):
-        if after in text and not pressed:
-            pressed.append(rank)
-            raise KeyboardInterrupt
-    return stream
-
-
 def test_interrupt_frees_ranks_running_python(cluster):
-    res, seconds = timed(lambda: cluster.run_cell(
-        "import time\nprint('tick', flush=True)\ntime.sleep(60)", stream=interrupting_stream()))
-    assert seconds < 2 + SLACK
+    """Waits until every rank has printed 'tick' (all run the cell's Python), then presses stop."""
+    stop = OnOutput("tick", range(3), press_stop)
+    res = cluster.run_cell("import time\nprint('tick', flush=True)\ntime.sleep(60)", stream=stop)
+    assert time.perf_counter() - stop.pressed_at < DEFAULT_GRACE + SLACK
     assert res.interrupted
     assert all(res.records[r]["error"]["ename"] == "KeyboardInterrupt" for r in range(3))
     usable(cluster)  # no restart needed
 
 
 def test_interrupt_says_when_ranks_stay_blocked_in_mpi(cluster):
-    res, seconds = timed(lambda: cluster.run_cell(
+    """Waits for rank 0 to print 'tick' (it then sleeps in Python) and for ranks 1 and 2 to be
+    inside barrier (their status), then presses stop: rank 0 is freed, 1 and 2 are not."""
+    stop = OnOutput("tick", [0], press_stop, lambda: inside(cluster, [1, 2], "barrier"))
+    res = cluster.run_cell(
         "import time\nif rank == 0:\n    print('tick', flush=True)\n    time.sleep(60)\nmpi.barrier()",
-        stream=interrupting_stream()))
-    assert seconds < 2 + SLACK
+        stream=stop)
+    assert time.perf_counter() - stop.pressed_at < DEFAULT_GRACE + SLACK
     assert res.interrupted
     assert res.records[0]["error"]["ename"] == "KeyboardInterrupt"
     assert res.states[1] == res.states[2] == "running"
@@ -114,29 +131,30 @@ def test_interrupt_says_when_ranks_stay_blocked_in_mpi(cluster):
     usable(cluster)
 
 
-@pytest.mark.parametrize("how,cause", [
+@pytest.mark.parametrize(("how", "cause"), [
     ("os.kill(os.getpid(), signal.SIGKILL)", "killed by signal 9 (SIGKILL)"),
     ("os._exit(3)", "exited with code 3"),
     ("import ctypes; ctypes.string_at(0)", "killed by signal 11 (SIGSEGV)"),
 ])
 def test_engine_death_is_reported_with_rank_and_cause(cluster, how, cause):
+    """Waits for nothing: rank 1 dies at once while the others sleep (60 s); the report must
+    come long before they wake up."""
     res, seconds = timed(lambda: cluster.run_cell(
-        f"import os, signal, time\nif rank == 1:\n    {how}\ntime.sleep(30)"))
+        f"import os, signal, time\nif rank == 1:\n    {how}\ntime.sleep(60)"))
     assert seconds < SLACK
     assert res.states[1] == "dead" and res.dead[1] == cause
-    assert f"1 dead" in res.summary() or "3 dead" in res.summary()
+    assert "1 dead" in res.summary() or "3 dead" in res.summary()
     assert f"rank 1 {cause}" in res.text()
     if "SIGSEGV" in cause:
         assert "Segmentation fault" in res.faults[1] or "Fatal Python error" in res.faults[1]
     with pytest.raises(ClusterLost, match=re.escape(f"the MPI job is gone (rank 1 {cause})")):
         cluster.run_cell("1")
-    (_, restart_seconds) = timed(cluster.restart)
-    assert restart_seconds < 15.0
+    cluster.restart()
     usable(cluster)
 
 
 def test_mpi_error_inside_a_handler_is_an_exception_on_that_rank(cluster):
-    res = cluster.run_cell("mpi.sendrecv(jnp.ones(8), jnp.zeros(4), source=rank, dest=rank)")
+    res = cluster.run_cell("mpi.sendrecv(jnp.ones(8), jnp.zeros(4), source=rank, dest=rank)", timeout=NO_HANG)
     assert set(res.states.values()) == {"failed"}
     assert "MPI_Sendrecv failed" in res.records[2]["error"]["evalue"]
     assert "mpinb.sendrecv: rank 2" in res.records[2]["error"]["evalue"]
@@ -164,6 +182,7 @@ def test_connection_files_are_owner_only(cluster):
     files = cluster.connection_files()
     assert files
     for path in files:
+        assert path.startswith(os.environ["IPYTHONDIR"] + os.sep)  # hermetic: not ~/.ipython
         mode = stat.S_IMODE(os.stat(path).st_mode)
         assert mode & 0o077 == 0, (path, oct(mode))
 
@@ -171,16 +190,19 @@ def test_connection_files_are_owner_only(cluster):
 def test_client_with_the_wrong_key_is_refused(cluster):
     import ipyparallel as ipp
 
-    path = [f for f in cluster.connection_files() if f.endswith("-client.json")][0]
+    path = next(f for f in cluster.connection_files() if f.endswith("-client.json"))
     with open(path) as fh:
         info = json.load(fh)
     info["key"] = "0" * len(info["key"])
-    with pytest.raises(Exception) as excinfo:
+
+    def connect_and_ask():
         client = ipp.Client(info, timeout=3)
         try:
             client.wait_for_engines(3, timeout=3, interactive=False)
             client[:].apply_sync(os.getpid)
         finally:
             client.close()
-    assert "timeout" in str(excinfo.value).lower() or "Timeout" in type(excinfo.value).__name__
+
+    with pytest.raises(TimeoutError):  # the controller ignores messages signed with another key
+        connect_and_ask()
     usable(cluster)

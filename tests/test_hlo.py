@@ -2,8 +2,6 @@
 
 from pathlib import Path
 
-import pytest
-
 from mpinb import hlo
 
 DATA = Path(__file__).parent / "data"
@@ -46,7 +44,7 @@ def test_follow_producer_is_the_seed_bug_signature():
 def test_unconstrained_custom_call_is_reported():
     warnings = hlo.layout_warnings(hlo.parse_module(load("unconstrained_transpose.hlo.txt")), rank=0)
     assert [w.kind for w in warnings if w.kind in ("unconstrained", "non-row-major")] == ["unconstrained"]
-    assert "no operand layout constraints" in [w for w in warnings if w.kind == "unconstrained"][0].message
+    assert "no operand layout constraints" in next(w for w in warnings if w.kind == "unconstrained").message
 
 
 def test_divergent_collective_sequences_across_ranks():

@@ -11,13 +11,18 @@ from mpinb.mpi import library
 
 
 def test_build_info_matches_loaded_mpi():
+    """The build says what it was compiled against; check that against what is loaded (and
+    against mpi4py's own view of MPI), whichever MPI that is: MPICH, Open MPI, Intel MPI."""
+    from mpi4py import MPI
+
     info = library.build_info()
-    assert info["mpi_family"] == library.mpi_family(info["loaded_mpi"]) == "MPICH"
-    assert info["sizeof_comm"] == 4  # MPICH handles are C ints
+    assert info["mpi_family"] != "unknown", info
+    assert info["mpi_family"] == library.mpi_family(info["loaded_mpi"])
+    assert info["sizeof_comm"] == MPI._sizeof(MPI.Comm)  # an int (MPICH) or a pointer (Open MPI)
     assert info["ffi_api"][0] == 0
 
 
-@pytest.mark.parametrize("text,family", [
+@pytest.mark.parametrize(("text", "family"), [
     ("MPICH Version: 5.0.2\nMPICH Release date", "MPICH"),
     ("Open MPI v4.1.4, package: Debian OpenMPI", "Open MPI"),
     ("Intel(R) MPI Library 2021.10 for Linux* OS", "Intel MPI"),

@@ -1,11 +1,12 @@
 """%%mpijax driven through a real IPython shell and a real 2-rank MPI engine cluster."""
 
+import contextlib
+import io
 import re
-import time
 
 import pytest
 from IPython.core.error import UsageError
-from ipython_shell import test_shell
+from shell import ipython_shell
 
 SEED = """
 import jax, jax.numpy as jnp, numpy as np
@@ -28,13 +29,20 @@ print("rank", rank, "ok", ok)
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = test_shell()
+    """A 2-rank cluster with the seed's names (A, block, transpose, t, size) defined on every
+    rank, so that each test runs alone and in any order."""
+    shell = ipython_shell()
     shell.run_line_magic("load_ext", "mpinb")
-    t0 = time.perf_counter()
     shell.run_line_magic("mpijax", "start -n 2")
-    shell.user_ns["_start_seconds"] = time.perf_counter() - t0
+    with contextlib.redirect_stdout(io.StringIO()):
+        shell.run_cell_magic("mpijax", "", SEED)
+    assert shell.user_ns["_mpijax"].ok, shell.user_ns["_mpijax"].text()
     yield shell
     shell.run_line_magic("mpijax", "stop")
+
+
+def cluster_of(ip):
+    return ip.magics_manager.registry["MpiJaxMagics"].cluster
 
 
 def cell(ip, line, code):
@@ -73,7 +81,7 @@ def test_python_state_makes_jit_differ_from_eager(ip, capsys):
     assert res.ok
     assert "jit != eager" in res.summary()
     for rank in (0, 1):
-        diff = [c for c in res.records[rank]["comparisons"] if c.name == "r"][0]
+        diff = next(c for c in res.records[rank]["comparisons"] if c.name == "r")
         assert diff.status == "different"
         assert diff.max_abs == 1.0 + rank and diff.first_index == (0,)
     assert "compare: r: jit != eager, max abs diff 2" in out
@@ -109,7 +117,10 @@ def test_show_summaries_and_result(ip):
 def test_timeout_reports_running_ranks(ip):
     res = cell(ip, "--timeout 1 --ranks 0 --no-hlo", "import time; time.sleep(3)")
     assert res.timed_out and res.states == {0: "running"}
-    time.sleep(2.5)  # let the engine finish before the next test uses it
+    with pytest.raises(UsageError, match=r"rank\(s\) \[0\] still run an earlier cell"):
+        cell(ip, "--ranks 0", "1")
+    assert cluster_of(ip).wait_idle(timeout=120)  # the sleep ends; the next cell may run
+    assert cell(ip, "--ranks 0 --no-hlo", "2").ok
 
 
 def test_usage_errors(ip):

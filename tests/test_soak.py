@@ -6,7 +6,7 @@ import io
 
 import psutil
 import pytest
-from ipython_shell import test_shell
+from shell import ipython_shell
 
 CELLS = 200
 COLLECTIVES = 1000
@@ -16,7 +16,7 @@ FD_SLACK = 3
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = test_shell()
+    shell = ipython_shell()
     shell.run_line_magic("load_ext", "mpinb")
     shell.run_line_magic("mpijax", "start -n 2")
     yield shell
@@ -50,6 +50,6 @@ def test_soak(ip):
                       f"    f(x).block_until_ready()\nmpi.counters()['calls'] - calls0")
     assert res.records[0]["result"]["repr"] == str(COLLECTIVES)
     after = usage(ip)
-    for (mem0, fd0), (mem1, fd1) in zip(before, after):
+    for (mem0, fd0), (mem1, fd1) in zip(before, after, strict=False):
         assert mem1 - mem0 < MEMORY_SLACK_MB, (before, after)
         assert fd1 - fd0 <= FD_SLACK, (before, after)

@@ -33,9 +33,11 @@ from .collectives import (  # noqa: E402
     sendrecv,
 )
 from .library import build_info, counters, get_checked, get_debug, inflight, set_checked, set_debug  # noqa: E402
-from .validation import SUPPORTED_DTYPES, REDUCTION_DTYPES, default_comm  # noqa: E402
+from .validation import REDUCTION_DTYPES, SUPPORTED_DTYPES, default_comm  # noqa: E402
 
 __all__ = [
+    "REDUCTION_DTYPES",
+    "SUPPORTED_DTYPES",
     "allgather",
     "allgatherv",
     "allreduce",
@@ -43,9 +45,15 @@ __all__ = [
     "alltoallv",
     "barrier",
     "bcast",
+    "build_info",
+    "counters",
+    "default_comm",
     "gather",
+    "get_checked",
+    "get_debug",
     "has_cuda_support",
     "has_sycl_support",
+    "inflight",
     "recv",
     "reduce",
     "reduce_scatter",
@@ -53,14 +61,6 @@ __all__ = [
     "scatter",
     "send",
     "sendrecv",
-    "build_info",
-    "counters",
-    "get_debug",
-    "inflight",
-    "set_debug",
     "set_checked",
-    "get_checked",
-    "default_comm",
-    "SUPPORTED_DTYPES",
-    "REDUCTION_DTYPES",
+    "set_debug",
 ]

@@ -8,13 +8,12 @@ symbolically zero cotangent, so that every rank takes part in the same sequence 
 
 from __future__ import annotations
 
-import numpy as np
-from mpi4py import MPI
-
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.core import ShapedArray
 from jax.interpreters import ad, batching
+from mpi4py import MPI
 
 from . import validation as v
 from .primitives import make_primitive
@@ -51,7 +50,8 @@ def _linear_jvp(prim):
 
     def jvp(primals, tangents, **params):
         out = prim.bind(*primals, **params)
-        tans = [jnp.zeros(p.shape, p.dtype) if type(t) is ad.Zero else t for p, t in zip(primals, tangents)]
+        tans = [jnp.zeros(p.shape, p.dtype) if type(t) is ad.Zero else t
+                for p, t in zip(primals, tangents, strict=True)]
         return out, prim.bind(*tans, **params)
 
     return jvp
@@ -273,14 +273,14 @@ def bcast(x, root, *, comm=None):
     dtype. Differentiable (the transpose sums cotangents onto root)."""
     x = v.as_array("bcast", x)
     _, c = v.resolve_comm("bcast", comm)
-    return bcast_p.bind(x, comm=c, root=v.rank_arg("bcast", "root", root, c))
+    return bcast_p.bind(x, comm=c, root=v.root_arg("bcast", root, c))
 
 
 def reduce(x, op, root, *, comm=None):
     """Root gets ``op`` over all ranks' ``x``; other ranks get their ``x`` back unchanged."""
     x = v.as_array("reduce", x)
     _, c = v.resolve_comm("reduce", comm)
-    r = v.rank_arg("reduce", "root", root, c)
+    r = v.root_arg("reduce", root, c)
     return reduce_p.bind(x, comm=c, op=v.resolve_op("reduce", op, x.dtype), root=r)
 
 
@@ -329,7 +329,7 @@ def gather(x, root, *, comm=None):
     ``x`` back unchanged."""
     x = v.as_array("gather", x)
     _, c = v.resolve_comm("gather", comm)
-    return gather_p.bind(x, comm=c, root=v.rank_arg("gather", "root", root, c))
+    return gather_p.bind(x, comm=c, root=v.root_arg("gather", root, c))
 
 
 def scatter(x, root, *, comm=None):
@@ -337,7 +337,7 @@ def scatter(x, root, *, comm=None):
     other ranks ``x`` only gives the result's shape and dtype."""
     x = v.as_array("scatter", x)
     _, c = v.resolve_comm("scatter", comm)
-    return scatter_p.bind(x, comm=c, root=v.rank_arg("scatter", "root", root, c))
+    return scatter_p.bind(x, comm=c, root=v.root_arg("scatter", root, c))
 
 
 # ---------------------------------------------------------------------------------------

@@ -28,14 +28,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
-import numpy as np
-
 import jax
+import numpy as np
 from jax._src import dispatch
+from jax._src.lib.mlir import ir
 from jax.extend.core import Primitive
 from jax.interpreters import mlir
 from jax.interpreters import partial_eval as pe
-from jax._src.lib.mlir import ir
 
 from . import library
 
@@ -120,7 +119,7 @@ def make_primitive(
         result_layouts = [row_major(len(a.shape)) for a in avals_out] + [()]
         layout_kwargs = {"skip_ffi_layout_processing": True}
         if layouts is not None:
-            layout_kwargs = {"operand_layouts": list(layouts) + [()], "result_layouts": result_layouts}
+            layout_kwargs = {"operand_layouts": [*list(layouts), ()], "result_layouts": result_layouts}
         alias_map = {}
         if aliases is not None:
             alias_map = {passed.index(i): o for i, o in aliases(**params).items()}
@@ -133,7 +132,7 @@ def make_primitive(
             operand_output_aliases=alias_map or None,
         )
         op = build(ctx.replace(avals_in=[ctx.avals_in[i] for i in passed] + [_ORDER_AVAL],
-                               avals_out=avals_out + [_ORDER_AVAL]), *operands)
+                               avals_out=[*avals_out, _ORDER_AVAL]), *operands)
         results = list(op.results)
         _leave_order(ctx, results[-1])
         return results[:-1]

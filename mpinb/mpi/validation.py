@@ -10,11 +10,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 
-import numpy as np
-from mpi4py import MPI
-
 import jax
 import jax.numpy as jnp
+import numpy as np
+from mpi4py import MPI
 
 # --------------------------------------------------------------------------------------
 # Communicators
@@ -168,6 +167,15 @@ def rank_arg(op: str, label: str, value, comm: CommRef, *, wildcard: bool = Fals
         return r
     if not 0 <= r < comm.size:
         raise ValueError(f"{op}: {label} {r} is out of range for a communicator of size {comm.size}")
+    return r
+
+
+def root_arg(op: str, value, comm: CommRef) -> int:
+    """The root of a collective: a rank of ``comm`` (MPI.PROC_NULL names no root on an
+    intracommunicator, so it is refused here rather than by MPI inside the handler)."""
+    r = static_int(op, "root", value)
+    if not 0 <= r < comm.size:
+        raise ValueError(f"{op}: root {r} is out of range for a communicator of size {comm.size}")
     return r
 
 

@@ -1,12 +1,13 @@
 """Every collective against a NumPy reference, eagerly, under jit and under disable_jit."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from mpi4py import MPI
+from reference import MODES, assert_same, make, run
 
-import jax.numpy as jnp
-
-from conftest import MODES, assert_same, make, mpi, run
+from mpinb import mpi
 
 ALL_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
               "float16", "bfloat16", "float32", "float64", "complex64", "complex128"]
@@ -39,7 +40,7 @@ def test_allreduce_sum(world, mode, dtype):
     assert_same(got, want)
 
 
-@pytest.mark.parametrize("opname,dtype,reference", [
+@pytest.mark.parametrize(("opname", "dtype", "reference"), [
     ("MAX", "float32", np.max),
     ("MIN", "int16", np.min),
     ("PROD", "int64", np.prod),
@@ -133,7 +134,7 @@ def test_scatter(world, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("opname,reference", [("SUM", np.cumsum), ("MAX", np.maximum.accumulate)])
+@pytest.mark.parametrize(("opname", "reference"), [("SUM", np.cumsum), ("MAX", np.maximum.accumulate)])
 def test_scan(world, mode, opname, reference):
     rank, size = world
     x = make((4,), np.float32, rank)
@@ -237,6 +238,13 @@ def test_explicit_communicator(world):
         comm.Free()
 
 
-def test_support_flags():
-    assert mpi.has_cuda_support() is False
-    assert mpi.has_sycl_support() is False
+def test_support_flags_say_what_lowers(world):
+    """No GPU support is claimed, and none is there: a collective lowers for the CPU and is
+    refused for CUDA and ROCm (no lowering registered), so the flags cannot drift from the
+    registrations."""
+    assert mpi.has_cuda_support() is False and mpi.has_sycl_support() is False
+    traced = jax.jit(lambda x: mpi.allreduce(x, MPI.SUM)).trace(jnp.ones(2))
+    assert "mpinb_allreduce" in traced.lower(lowering_platforms=("cpu",)).as_text()
+    for platform in ("cuda", "rocm"):
+        with pytest.raises(NotImplementedError, match=f"mpinb_allreduce.*{platform}"):
+            traced.lower(lowering_platforms=(platform,))

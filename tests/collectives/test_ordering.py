@@ -1,12 +1,12 @@
 """Program order, no dead-code elimination, no effects (the fast dispatch path stays on)."""
 
-import numpy as np
-from mpi4py import MPI
-
 import jax
 import jax.numpy as jnp
+import numpy as np
+from mpi4py import MPI
+from reference import assert_same, make
 
-from conftest import assert_same, make, mpi
+from mpinb import mpi
 
 
 def test_many_independent_collectives_in_one_jit(world):
@@ -60,7 +60,7 @@ def test_unused_results_still_run(world):
 
 
 def test_no_jax_effects(world):
-    rank, size = world
+    _rank, size = world
     def f(x):
         mpi.send(x, MPI.PROC_NULL)
         mpi.barrier()
@@ -68,7 +68,8 @@ def test_no_jax_effects(world):
 
     jaxpr = jax.make_jaxpr(f)(jnp.zeros((size, 2)))
     assert not jaxpr.effects
-    assert [e.primitive.name for e in jaxpr.eqns] == ["mpinb_send", "mpinb_barrier", "mpinb_alltoall", "mpinb_allreduce"]
+    names = [e.primitive.name for e in jaxpr.eqns]
+    assert names == ["mpinb_send", "mpinb_barrier", "mpinb_alltoall", "mpinb_allreduce"]
 
 
 def test_every_custom_call_is_ordered_and_side_effecting(world):
@@ -80,9 +81,9 @@ def test_every_custom_call_is_ordered_and_side_effecting(world):
         return a, b
 
     text = jax.jit(f).lower(jnp.ones((size, 4))).as_text()
-    calls = [l for l in text.splitlines() if "stablehlo.custom_call @mpinb_" in l]
+    calls = [line for line in text.splitlines() if "stablehlo.custom_call @mpinb_" in line]
     assert len(calls) == 3
-    assert all("has_side_effect = true" in l for l in calls)
+    assert all("has_side_effect = true" in line for line in calls)
     # each call consumes the ordering buffer (second result) of the previous one
     first = calls[0].split("=")[0].strip().split(":")[0]
     assert f"{first}#1" in calls[1]

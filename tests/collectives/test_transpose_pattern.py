@@ -6,13 +6,13 @@ layouts on every operand and result; here the jitted result must equal NumPy's g
 transpose exactly, and the compiled HLO must show the constraint.
 """
 
-import numpy as np
-import pytest
-
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
+from reference import assert_same
 
-from conftest import assert_same, mpi
+from mpinb import mpi
 
 
 def distributed_transpose(block):

@@ -1,11 +1,8 @@
 """IPython's process-wide test shell, shared by the magic tests."""
 
 
-def test_shell():
+def ipython_shell():
     """IPython's process-wide test shell (start_ipython() returns it only on its first call)."""
     from IPython.testing import globalipapp
 
     return globalipapp.start_ipython() or globalipapp.get_ipython()
-
-
-test_shell.__test__ = False  # a helper, not a test
