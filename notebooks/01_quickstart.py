@@ -33,7 +33,6 @@ n = int(os.environ.get("MPINB_NOTEBOOK_RANKS", "4"))
 import jax
 import jax.numpy as jnp
 from mpi4py import MPI
-
 from mpinb import mpi
 
 rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()

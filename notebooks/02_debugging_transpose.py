@@ -32,9 +32,9 @@ n = int(os.environ.get("MPINB_NOTEBOOK_RANKS", "4"))
 # %%
 # %%mpijax --compare --show ok
 import jax
+import jax.numpy as jnp
 import numpy as np
 from mpi4py import MPI
-
 from mpinb import mpi
 
 rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
@@ -70,7 +70,6 @@ ok = bool(np.array_equal(np.asarray(t), A.T[rank * 6:(rank + 1) * 6]))
 # %%
 # %%mpijax --compare
 from mpinb import teaching
-
 
 def transpose_unconstrained(block):
     n, cols = block.shape

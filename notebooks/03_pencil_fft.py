@@ -31,12 +31,10 @@ n = int(os.environ.get("MPINB_NOTEBOOK_RANKS", "4"))
 # %%
 # %%mpijax --setup
 import time
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from mpi4py import MPI
-
 from mpinb import mpi
 
 world = MPI.COMM_WORLD

@@ -119,7 +119,7 @@ def make_primitive(
         result_layouts = [row_major(len(a.shape)) for a in avals_out] + [()]
         layout_kwargs = {"skip_ffi_layout_processing": True}
         if layouts is not None:
-            layout_kwargs = {"operand_layouts": [*list(layouts), ()], "result_layouts": result_layouts}
+            layout_kwargs = {"operand_layouts": [*layouts, ()], "result_layouts": result_layouts}
         alias_map = {}
         if aliases is not None:
             alias_map = {passed.index(i): o for i, o in aliases(**params).items()}
