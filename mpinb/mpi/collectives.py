@@ -12,7 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.core import ShapedArray
-from jax.interpreters import ad, batching
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
 from mpi4py import MPI
 
 from . import validation as v
@@ -106,15 +107,28 @@ def _allreduce_attrs(*, comm, op):
 
 allreduce_p = make_primitive("allreduce", _same, _allreduce_attrs)
 
+# The transpose of allreduce(SUM), as mpi4jax defines it (its ``transpose=True`` flag): the
+# result of allreduce is replicated, one value held by every rank, so the cotangent each rank
+# holds is already the whole cotangent, and the transpose is the identity on each rank. No MPI
+# call, no custom call. Transposing it gives allreduce again.
+allreduce_transpose_p = Primitive("mpinb_allreduce_transpose")
+allreduce_transpose_p.def_impl(lambda x, **_: x)
+allreduce_transpose_p.def_abstract_eval(_same)
+mlir.register_lowering(allreduce_transpose_p, lambda ctx, x, **_: [x])
+_linear(allreduce_transpose_p, lambda ct, x, *, comm, op: [allreduce_p.bind(_instantiate(ct), comm=comm, op=op)])
+batching.primitive_batchers[allreduce_transpose_p] = lambda args, dims, **p: (
+    allreduce_transpose_p.bind(*args, **p), dims[0])
 
-_linear_for_sum(allreduce_p, lambda ct, x, *, comm, op: [allreduce_p.bind(_instantiate(ct), comm=comm, op=op)])
+_linear_for_sum(allreduce_p,
+                lambda ct, x, *, comm, op: [allreduce_transpose_p.bind(_instantiate(ct), comm=comm, op=op)])
 batching.primitive_batchers[allreduce_p] = lambda args, dims, **p: (allreduce_p.bind(*args, **p), dims[0])
 
 
 def allreduce(x, op, *, comm=None):
     """Combine ``x`` from all ranks with ``op`` (e.g. ``MPI.SUM``); every rank gets the result.
 
-    Differentiable for ``MPI.SUM``.
+    Differentiable for ``MPI.SUM``, as in mpi4jax: the JVP is the allreduce of the tangents, the
+    transpose is the identity on each rank (the replicated result counts once).
     """
     x = v.as_array("allreduce", x)
     _, c = v.resolve_comm("allreduce", comm)
