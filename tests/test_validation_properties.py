@@ -31,7 +31,9 @@ def test_alltoall_leading_dimension(shape):
     if shape and shape[0] == SIZE:
         assert mpi.alltoall(x).shape == shape
     else:
-        with pytest.raises(ValueError, match=f"alltoall: leading dimension .* is not the number of ranks {SIZE}"):
+        want = (r"alltoall input must have shape \(nproc, \.\.\.\): "
+                rf"leading dimension .* is not the number of ranks {SIZE}")
+        with pytest.raises(ValueError, match=want):
             jax.jit(mpi.alltoall)(x)
 
 

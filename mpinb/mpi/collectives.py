@@ -162,7 +162,8 @@ def scan(x, op, *, comm=None):
 def _alltoall_abstract(x, *, comm):
     if not x.shape or x.shape[0] != comm.size:
         lead = x.shape[0] if x.shape else "none (a scalar)"
-        raise ValueError(f"alltoall: leading dimension {lead} is not the number of ranks {comm.size}")
+        raise ValueError(f"alltoall input must have shape (nproc, ...): "  # mpi4jax's words, then the values
+                         f"leading dimension {lead} is not the number of ranks {comm.size}")
     return _aval(x.shape, x.dtype)
 
 
@@ -202,7 +203,8 @@ allgather_p = make_primitive("allgather", _allgather_abstract, lambda *, comm: {
 def _reduce_scatter_abstract(x, *, comm, op):
     if not x.shape or x.shape[0] != comm.size:
         lead = x.shape[0] if x.shape else "none (a scalar)"
-        raise ValueError(f"reduce_scatter: leading dimension {lead} is not the number of ranks {comm.size}")
+        raise ValueError(f"reduce_scatter input must have shape (nproc, ...): "
+                         f"leading dimension {lead} is not the number of ranks {comm.size}")
     return _aval(x.shape[1:], x.dtype)
 
 
@@ -325,7 +327,8 @@ def _scatter_abstract(x, *, comm, root):
     if comm.rank == root:
         if not x.shape or x.shape[0] != comm.size:
             lead = x.shape[0] if x.shape else "none (a scalar)"
-            raise ValueError(f"scatter: leading dimension {lead} at root is not the number of ranks {comm.size}")
+            raise ValueError(f"Scatter input must have shape (nproc, ...): "  # mpi4jax's words, then the values
+                             f"scatter: leading dimension {lead} at root is not the number of ranks {comm.size}")
         return _aval(x.shape[1:], x.dtype)
     return _aval(x.shape, x.dtype)
 

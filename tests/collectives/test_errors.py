@@ -1,5 +1,7 @@
 """Bad input is a clear Python error at trace time; MPI errors in handlers become exceptions."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -10,10 +12,24 @@ from mpinb import mpi
 
 def test_alltoall_wrong_leading_dimension(world):
     _, size = world
-    with pytest.raises(ValueError, match=f"alltoall: leading dimension {size + 1} is not the number of ranks {size}"):
+    want = (f"alltoall input must have shape (nproc, ...): "
+            f"leading dimension {size + 1} is not the number of ranks {size}")
+    with pytest.raises(ValueError, match=re.escape(want)):
         jax.jit(mpi.alltoall)(jnp.zeros((size + 1, 2)))
-    with pytest.raises(ValueError, match="alltoall: leading dimension none"):
+    with pytest.raises(ValueError, match=r"must have shape \(nproc, \.\.\.\): leading dimension none"):
         mpi.alltoall(jnp.float32(1))
+
+
+def test_shape_errors_carry_mpi4jax_s_words(world):
+    """mpi4jax users' tests match "must have shape (nproc, ...)" (and "Scatter input ...")."""
+    rank, size = world
+    with pytest.raises(ValueError, match=re.escape("must have shape (nproc, ...)")):
+        mpi.alltoall(jnp.zeros((size + 2, 2)))
+    with pytest.raises(ValueError, match=re.escape("reduce_scatter input must have shape (nproc, ...)")):
+        mpi.reduce_scatter(jnp.zeros((size + 2, 2)), MPI.SUM)
+    with pytest.raises(ValueError, match=re.escape(
+            f"Scatter input must have shape (nproc, ...): scatter: leading dimension {size + 2} at root")):
+        mpi.scatter(jnp.zeros((size + 2, 2)), rank)  # this rank is the root
 
 
 def test_root_and_peer_out_of_range(world):
