@@ -13,10 +13,9 @@ in real code.
 
 from __future__ import annotations
 
-from jax._src.lib.mlir import ir
-
 from .mpi import validation as v
 from .mpi.collectives import _alltoall_abstract
+from .mpi.jax_compat import ir
 from .mpi.primitives import make_primitive, row_major
 
 

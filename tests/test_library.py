@@ -74,3 +74,15 @@ def test_debug_log_from_environment_then_switched_off():
 
 def test_debug_log_switched_on_by_function():
     assert [(op, int(n)) for op, n, _ in _run("0", True)] == [("alltoall", 16)]
+
+
+def test_jax_internals_are_reached_only_through_jax_compat():
+    """Every use of JAX's internals is in mpinb/mpi/jax_compat.py, where a JAX upgrade is adapted."""
+    import pathlib
+
+    root = pathlib.Path(library.__file__).resolve().parents[1]
+    internal = re.compile(r"jax\._src|jax\.interpreters|partial_eval|dce_rules|cached_primitive_lowerings")
+    offenders = [f"{path.relative_to(root)}:{n}: {line.strip()}"
+                 for path in sorted(root.rglob("*.py")) if path.name != "jax_compat.py"
+                 for n, line in enumerate(path.read_text().splitlines(), 1) if internal.search(line)]
+    assert not offenders, "\n".join(offenders)

@@ -11,12 +11,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.core import ShapedArray
-from jax.extend.core import Primitive
-from jax.interpreters import ad, batching, mlir
 from mpi4py import MPI
 
 from . import validation as v
+from .jax_compat import Primitive, ShapedArray, ad, batching, mlir
 from .primitives import make_primitive
 
 # ---------------------------------------------------------------------------------------

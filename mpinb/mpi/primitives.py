@@ -30,16 +30,12 @@ from functools import partial
 
 import jax
 import numpy as np
-from jax._src import dispatch
-from jax._src.lib.mlir import ir
-from jax.extend.core import Primitive
-from jax.interpreters import mlir
-from jax.interpreters import partial_eval as pe
 
 from . import library
+from .jax_compat import Primitive, ShapedArray, apply_primitive, ir, lowering_scratch, mlir, register_dce_rule
 
 ORDER_DTYPE = np.dtype(np.int8)
-_ORDER_AVAL = jax.core.ShapedArray((), ORDER_DTYPE)
+_ORDER_AVAL = ShapedArray((), ORDER_DTYPE)
 _CHAINS_KEY = ("mpinb", "ordering-chains")
 
 
@@ -55,7 +51,7 @@ def _tensor_type(shape, dtype) -> ir.Type:
 def _take_order(ctx: mlir.LoweringRuleContext) -> ir.Value:
     """The ordering buffer left by the previous collective of the current block, or a fresh
     constant for the first collective of a block."""
-    chains = ctx.module_context.cached_primitive_lowerings.setdefault(_CHAINS_KEY, {})
+    chains = lowering_scratch(ctx, _CHAINS_KEY)
     block = ir.InsertionPoint.current.block
     value = chains.get(block)
     if value is None:
@@ -64,7 +60,7 @@ def _take_order(ctx: mlir.LoweringRuleContext) -> ir.Value:
 
 
 def _leave_order(ctx: mlir.LoweringRuleContext, value: ir.Value) -> None:
-    chains = ctx.module_context.cached_primitive_lowerings.setdefault(_CHAINS_KEY, {})
+    chains = lowering_scratch(ctx, _CHAINS_KEY)
     chains[ir.InsertionPoint.current.block] = value
 
 
@@ -102,9 +98,9 @@ def make_primitive(
     """
     prim = Primitive(f"mpinb_{name}")
     prim.multiple_results = multiple_results
-    prim.def_impl(partial(dispatch.apply_primitive, prim))
+    prim.def_impl(partial(apply_primitive, prim))
     prim.def_abstract_eval(abstract_eval)
-    pe.dce_rules[prim] = _keep_alive_dce
+    register_dce_rule(prim, _keep_alive_dce)
     target = f"mpinb_{name}"
 
     def lowering(ctx: mlir.LoweringRuleContext, *args: ir.Value, **params):

@@ -15,6 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 from mpi4py import MPI
 
+from .jax_compat import Tracer
+
 # --------------------------------------------------------------------------------------
 # Communicators
 
@@ -59,7 +61,7 @@ def default_comm() -> MPI.Intracomm:
 def resolve_comm(op: str, comm) -> tuple[MPI.Intracomm, CommRef]:
     if comm is None:
         comm = default_comm()
-    if isinstance(comm, jax.core.Tracer):
+    if isinstance(comm, Tracer):
         raise TypeError(f"{op}: comm must be an mpi4py communicator, got a traced value")
     if not isinstance(comm, MPI.Comm):
         raise TypeError(f"{op}: comm must be an mpi4py.MPI.Comm, got {type(comm).__name__}")
@@ -116,7 +118,7 @@ def _op_name(op) -> str | None:
 
 
 def resolve_op(opname: str, op, dtype) -> OpRef:
-    if isinstance(op, jax.core.Tracer):
+    if isinstance(op, Tracer):
         raise TypeError(f"{opname}: op must be an mpi4py.MPI.Op, got a traced value")
     if not isinstance(op, MPI.Op):
         raise TypeError(f"{opname}: op must be an mpi4py.MPI.Op such as MPI.SUM, got {op!r}")
@@ -151,7 +153,7 @@ def as_array(op: str, x, label: str = "x"):
 
 
 def static_int(op: str, label: str, value) -> int:
-    if isinstance(value, jax.core.Tracer):
+    if isinstance(value, Tracer):
         raise TypeError(
             f"{op}: {label} must be a static Python int, got a traced value "
             "(mark it static with jax.jit(..., static_argnums=...))"
@@ -190,7 +192,7 @@ def tag_arg(op: str, label: str, value, *, wildcard: bool = False) -> int:
 
 
 def counts_arg(op: str, label: str, counts, comm: CommRef) -> tuple[int, ...]:
-    if isinstance(counts, jax.core.Tracer):
+    if isinstance(counts, Tracer):
         raise TypeError(f"{op}: {label} must be static (a sequence of ints), got a traced value")
     try:
         values = tuple(static_int(op, label, c) for c in counts)
