@@ -81,9 +81,32 @@ def xla_ffi_include():
     return path
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def generate_op_tables():
+    """ext/ops.pxi and ext/ops_registry.pxi from the one table of ops, mpinb/mpi/optable.py
+    (read by path: importing the package would import JAX)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("optable", os.path.join(HERE, "mpinb", "mpi", "optable.py"))
+    optable = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(optable)
+    for name, text in (("ops.pxi", optable.generate_ops_pxi()), ("ops_registry.pxi", optable.generate_registry_pxi())):
+        path = os.path.join(HERE, "ext", name)
+        old = None
+        if os.path.exists(path):
+            with open(path) as fh:
+                old = fh.read()
+        if old != text:  # unchanged files keep their time stamps: no needless rebuild
+            with open(path, "w") as fh:
+                fh.write(text)
+
+
 def extensions():
     from Cython.Build import cythonize
 
+    generate_op_tables()
     mpicc = find_mpicc()
     inc, libdirs, libs, rpaths = mpi_flags(mpicc)
     print(f"mpinb build: MPI from {mpicc}: include={inc} libs={libs} libdirs={libdirs} rpaths={rpaths}")

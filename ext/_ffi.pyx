@@ -48,42 +48,7 @@ cdef extern from "<pthread.h>" nogil:
     int pthread_mutex_unlock(pthread_mutex_t*)
 
 
-cdef enum:
-    OP_ALLREDUCE = 0
-    OP_ALLTOALL
-    OP_ALLGATHER
-    OP_BCAST
-    OP_REDUCE
-    OP_GATHER
-    OP_SCATTER
-    OP_SCAN
-    OP_SEND
-    OP_RECV
-    OP_SENDRECV
-    OP_BARRIER
-    OP_REDUCE_SCATTER
-    OP_ALLGATHERV
-    OP_ALLTOALLV
-    NUM_OPS
-
-cdef const char* op_name(int opcode) noexcept nogil:
-    if opcode == OP_ALLREDUCE: return b"allreduce"
-    if opcode == OP_ALLTOALL: return b"alltoall"
-    if opcode == OP_ALLGATHER: return b"allgather"
-    if opcode == OP_BCAST: return b"bcast"
-    if opcode == OP_REDUCE: return b"reduce"
-    if opcode == OP_GATHER: return b"gather"
-    if opcode == OP_SCATTER: return b"scatter"
-    if opcode == OP_SCAN: return b"scan"
-    if opcode == OP_SEND: return b"send"
-    if opcode == OP_RECV: return b"recv"
-    if opcode == OP_SENDRECV: return b"sendrecv"
-    if opcode == OP_BARRIER: return b"barrier"
-    if opcode == OP_REDUCE_SCATTER: return b"reduce_scatter"
-    if opcode == OP_ALLGATHERV: return b"allgatherv"
-    if opcode == OP_ALLTOALLV: return b"alltoallv"
-    return b"unknown"
-
+include "ops.pxi"  # generated from mpinb/mpi/optable.py: opcodes, op and attribute names
 include "call_frame.pxi"
 include "checked.pxi"
 
@@ -206,25 +171,7 @@ include "handlers.pxi"
 # ---------------------------------------------------------------------------------------
 # Python-visible functions (called with the GIL, never from a handler).
 
-def registrations():
-    """Map of custom-call target name -> PyCapsule of the XLA FFI handler."""
-    return {
-        "mpinb_allreduce": PyCapsule_New(<void*>h_allreduce, NULL, NULL),
-        "mpinb_alltoall": PyCapsule_New(<void*>h_alltoall, NULL, NULL),
-        "mpinb_allgather": PyCapsule_New(<void*>h_allgather, NULL, NULL),
-        "mpinb_bcast": PyCapsule_New(<void*>h_bcast, NULL, NULL),
-        "mpinb_reduce": PyCapsule_New(<void*>h_reduce, NULL, NULL),
-        "mpinb_gather": PyCapsule_New(<void*>h_gather, NULL, NULL),
-        "mpinb_scatter": PyCapsule_New(<void*>h_scatter, NULL, NULL),
-        "mpinb_scan": PyCapsule_New(<void*>h_scan, NULL, NULL),
-        "mpinb_send": PyCapsule_New(<void*>h_send, NULL, NULL),
-        "mpinb_recv": PyCapsule_New(<void*>h_recv, NULL, NULL),
-        "mpinb_sendrecv": PyCapsule_New(<void*>h_sendrecv, NULL, NULL),
-        "mpinb_barrier": PyCapsule_New(<void*>h_barrier, NULL, NULL),
-        "mpinb_reduce_scatter": PyCapsule_New(<void*>h_reduce_scatter, NULL, NULL),
-        "mpinb_allgatherv": PyCapsule_New(<void*>h_allgatherv, NULL, NULL),
-        "mpinb_alltoallv": PyCapsule_New(<void*>h_alltoallv, NULL, NULL),
-    }
+include "ops_registry.pxi"  # generated: registrations(), one handler h_<op> per op of the table
 
 
 def build_info():

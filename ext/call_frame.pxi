@@ -11,7 +11,6 @@ cdef struct Call:
     int opcode
     MPI_Comm comm
     MPI_Op op
-    bint has_comm
     bint has_op
     int64_t root
     int64_t dest
@@ -66,65 +65,75 @@ cdef inline bint answer_metadata(XLA_FFI_CallFrame* f) noexcept nogil:
     return True
 
 
-cdef inline bint name_is(const XLA_FFI_ByteSpan* s, const char* lit) noexcept nogil:
-    cdef size_t n = strlen(lit)
-    return s.len == n and memcmp(s.ptr, lit, n) == 0
-
-
 cdef int decode_attrs(Call* c) noexcept nogil:
+    """Read the attributes by name, against the op's row of the table (ext/ops.pxi, made from
+    mpinb/mpi/optable.py): an unknown name, an attribute of another op, a repeated one, a wrong
+    type or a missing one is an error naming it, never a value silently left at 0."""
     cdef XLA_FFI_Attrs* attrs = &c.f.attrs
     cdef const XLA_FFI_ByteSpan* name
     cdef XLA_FFI_Scalar* scalar
     cdef XLA_FFI_Array* array
     cdef int64_t v
     cdef int64_t i
+    cdef int64_t bit
+    cdef int64_t seen = 0
+    cdef int64_t wanted = op_attributes(c.opcode)
     cdef char what[200]
     for i in range(attrs.size):
         name = attrs.names[i]
-        if attrs.types[i] == XLA_FFI_AttrType_SCALAR:
-            scalar = <XLA_FFI_Scalar*>attrs.attrs[i]
-            if scalar.dtype != XLA_FFI_DataType_S64:
-                snprintf(what, 200, b"attribute %.*s must be int64 (dtype code %d)",
-                         <int>name.len, name.ptr, <int>scalar.dtype)
-                return fail(c, XLA_FFI_Error_Code_INVALID_ARGUMENT, what)
-            v = (<int64_t*>scalar.value)[0]
-            if name_is(name, b"comm"):
-                c.comm = <MPI_Comm><intptr_t>v
-                c.has_comm = True
-            elif name_is(name, b"op"):
-                c.op = <MPI_Op><intptr_t>v
-                c.has_op = True
-            elif name_is(name, b"root"):
-                c.root = v
-            elif name_is(name, b"dest"):
-                c.dest = v
-            elif name_is(name, b"source"):
-                c.source = v
-            elif name_is(name, b"tag"):
-                c.tag = v
-            elif name_is(name, b"sendtag"):
-                c.sendtag = v
-            elif name_is(name, b"recvtag"):
-                c.recvtag = v
-            elif name_is(name, b"status"):
-                c.status_addr = v
-        elif attrs.types[i] == XLA_FFI_AttrType_ARRAY:
+        bit = attribute_bit(name.ptr, name.len)
+        if bit == 0:
+            snprintf(what, 200, b"unknown attribute %.*s", <int>name.len, name.ptr)
+            return fail(c, XLA_FFI_Error_Code_INVALID_ARGUMENT, what)
+        if not (bit & wanted) or (bit & seen):
+            snprintf(what, 200, b"attribute %.*s %s", <int>name.len, name.ptr,
+                     b"given twice" if bit & seen else b"is not one of this op's")
+            return fail(c, XLA_FFI_Error_Code_INVALID_ARGUMENT, what)
+        seen |= bit
+        if bit & ARRAY_ATTRS:
             array = <XLA_FFI_Array*>attrs.attrs[i]
-            if array.dtype != XLA_FFI_DataType_S64:
-                snprintf(what, 200, b"attribute %.*s must be an int64 array",
-                         <int>name.len, name.ptr)
+            if attrs.types[i] != XLA_FFI_AttrType_ARRAY or array.dtype != XLA_FFI_DataType_S64:
+                snprintf(what, 200, b"attribute %.*s must be an int64 array", <int>name.len, name.ptr)
                 return fail(c, XLA_FFI_Error_Code_INVALID_ARGUMENT, what)
-            if name_is(name, b"counts"):
+            if bit == ATTR_COUNTS:
                 c.counts = <const int64_t*>array.data
                 c.ncounts = <int64_t>array.size
-            elif name_is(name, b"sendcounts"):
+            elif bit == ATTR_SENDCOUNTS:
                 c.sendcounts = <const int64_t*>array.data
                 c.nsendcounts = <int64_t>array.size
-            elif name_is(name, b"recvcounts"):
+            else:
                 c.recvcounts = <const int64_t*>array.data
                 c.nrecvcounts = <int64_t>array.size
-    if not c.has_comm:
-        return fail(c, XLA_FFI_Error_Code_INVALID_ARGUMENT, b"missing attribute comm")
+            continue
+        scalar = <XLA_FFI_Scalar*>attrs.attrs[i]
+        if attrs.types[i] != XLA_FFI_AttrType_SCALAR or scalar.dtype != XLA_FFI_DataType_S64:
+            snprintf(what, 200, b"attribute %.*s must be an int64 scalar", <int>name.len, name.ptr)
+            return fail(c, XLA_FFI_Error_Code_INVALID_ARGUMENT, what)
+        v = (<int64_t*>scalar.value)[0]
+        if bit == ATTR_COMM:
+            c.comm = <MPI_Comm><intptr_t>v
+        elif bit == ATTR_OP:
+            c.op = <MPI_Op><intptr_t>v
+            c.has_op = True
+        elif bit == ATTR_ROOT:
+            c.root = v
+        elif bit == ATTR_DEST:
+            c.dest = v
+        elif bit == ATTR_SOURCE:
+            c.source = v
+        elif bit == ATTR_TAG:
+            c.tag = v
+        elif bit == ATTR_SENDTAG:
+            c.sendtag = v
+        elif bit == ATTR_RECVTAG:
+            c.recvtag = v
+        elif bit == ATTR_STATUS:
+            c.status_addr = v
+    if wanted & ~seen:
+        bit = wanted & ~seen
+        bit = bit & -bit  # the first one missing
+        snprintf(what, 200, b"missing attribute %s", attribute_name(bit))
+        return fail(c, XLA_FFI_Error_Code_INVALID_ARGUMENT, what)
     return 0
 
 

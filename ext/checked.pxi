@@ -53,34 +53,10 @@ cdef int64_t next_call_number(Call* c) noexcept nogil:
 
 
 cdef int64_t reduce_code(Call* c) noexcept nogil:
+    """Checked-mode code of the call's reduction op (the table's order), 0 without one."""
     if not c.has_op:
         return 0
-    if c.op == MPI_SUM: return 1
-    if c.op == MPI_PROD: return 2
-    if c.op == MPI_MAX: return 3
-    if c.op == MPI_MIN: return 4
-    if c.op == MPI_LAND: return 5
-    if c.op == MPI_LOR: return 6
-    if c.op == MPI_LXOR: return 7
-    if c.op == MPI_BAND: return 8
-    if c.op == MPI_BOR: return 9
-    if c.op == MPI_BXOR: return 10
-    return 99
-
-
-cdef const char* reduce_name(int64_t code) noexcept nogil:
-    if code == 1: return b" SUM"
-    if code == 2: return b" PROD"
-    if code == 3: return b" MAX"
-    if code == 4: return b" MIN"
-    if code == 5: return b" LAND"
-    if code == 6: return b" LOR"
-    if code == 7: return b" LXOR"
-    if code == 8: return b" BAND"
-    if code == 9: return b" BOR"
-    if code == 10: return b" BXOR"
-    if code == 99: return b" (other op)"
-    return b""
+    return reduction_code(c.op)
 
 
 cdef void describe_sig(const int64_t* s, char* out, int n) noexcept nogil:
@@ -106,10 +82,10 @@ cdef void describe_sig(const int64_t* s, char* out, int n) noexcept nogil:
     if s[S_ROOT] >= 0:
         snprintf(out, n, b"%s %s[%s] root %lld%s (#%lld)", op_name(<int>s[S_OP]),
                  dtype_name(<XLA_FFI_DataType>s[S_DTYPE]), dims, <long long>s[S_ROOT],
-                 reduce_name(s[S_REDUCE]), <long long>s[S_SEQ])
+                 reduction_name(s[S_REDUCE]), <long long>s[S_SEQ])
     else:
         snprintf(out, n, b"%s %s[%s]%s (#%lld)", op_name(<int>s[S_OP]),
-                 dtype_name(<XLA_FFI_DataType>s[S_DTYPE]), dims, reduce_name(s[S_REDUCE]),
+                 dtype_name(<XLA_FFI_DataType>s[S_DTYPE]), dims, reduction_name(s[S_REDUCE]),
                  <long long>s[S_SEQ])
 
 

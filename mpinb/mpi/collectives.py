@@ -590,22 +590,3 @@ def has_cuda_support() -> bool:
 def has_sycl_support() -> bool:
     """False: this build of mpinb runs collectives on host (CPU) buffers only."""
     return False
-
-
-ALL_PRIMITIVES = (
-    allreduce_p,
-    scan_p,
-    alltoall_p,
-    allgather_p,
-    reduce_scatter_p,
-    bcast_p,
-    reduce_p,
-    gather_p,
-    scatter_p,
-    send_p,
-    recv_p,
-    sendrecv_p,
-    barrier_p,
-    allgatherv_p,
-    alltoallv_p,
-)

@@ -33,6 +33,7 @@ import numpy as np
 
 from . import library
 from .jax_compat import Primitive, ShapedArray, apply_primitive, ir, lowering_scratch, mlir, register_dce_rule
+from .optable import OPS
 
 ORDER_DTYPE = np.dtype(np.int8)
 _ORDER_AVAL = ShapedArray((), ORDER_DTYPE)
@@ -85,7 +86,8 @@ def make_primitive(
     aliases: Callable[..., dict[int, int]] | None = None,
     operand_layouts: Callable[..., Sequence[Sequence[int]] | None] | None = None,
 ) -> Primitive:
-    """Define primitive ``mpinb_<name>`` lowered to the FFI target ``mpinb_<name>``.
+    """Define primitive ``mpinb_<name>`` lowered to the FFI target ``mpinb_<name>``; ``name`` is
+    an op of mpinb/mpi/optable.py, whose row says which attributes the handler reads.
 
     abstract_eval(*avals, **params) -> aval or list of avals
     attributes(**params) -> {attribute name: int or sequence of ints} for the handler
@@ -96,6 +98,8 @@ def make_primitive(
         layout constraints at all. Only mpinb.teaching overrides the row-major default, to
         reproduce the seed bug on purpose.
     """
+    if name not in OPS:
+        raise ValueError(f"mpinb: {name!r} is not an op of mpinb/mpi/optable.py")
     prim = Primitive(f"mpinb_{name}")
     prim.multiple_results = multiple_results
     prim.def_impl(partial(apply_primitive, prim))
@@ -119,10 +123,14 @@ def make_primitive(
         alias_map = {}
         if aliases is not None:
             alias_map = {passed.index(i): o for i, o in aliases(**params).items()}
+        attrs = attributes(**params)
+        if sorted(attrs) != sorted(OPS[name]):  # the handler would refuse it: say where
+            raise TypeError(f"mpinb_{name}: lowered with attributes {sorted(attrs)}, but its handler "
+                            f"reads {sorted(OPS[name])} (mpinb/mpi/optable.py)")
         build = jax.ffi.build_ffi_lowering_function(
             target,
             **layout_kwargs,
-            backend_config={k: _ir_attr(v) for k, v in attributes(**params).items()},
+            backend_config={k: _ir_attr(v) for k, v in attrs.items()},
             result_types=result_types,
             has_side_effect=True,
             operand_output_aliases=alias_map or None,
