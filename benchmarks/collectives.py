@@ -4,8 +4,10 @@ exchange), and mpi4jax when it is importable.
 
     mpiexec -n 2 python benchmarks/collectives.py [--sizes 16,65536,1048576,16777216] [--seconds 0.3]
 
-Each cell is the median over repetitions of (time for a batch of calls) / (calls in the batch);
-ranks are synchronised with a barrier before every batch and rank 0 reports the slowest rank's
+Each cell is the median over 5 rounds of (time for a batch of calls) / (calls in the batch); the
+rounds interleave the columns (raw, mpinb, checked, mpi4jax), so drift of the machine affects all
+alike. The raw baseline reuses preallocated NumPy buffers that earlier calls already touched.
+Ranks are synchronised with a barrier before every batch and rank 0 reports the slowest rank's
 time. Two ranks on two cores is the intended setting (more ranks are oversubscribed here).
 """
 
@@ -32,8 +34,8 @@ COMM = MPI.COMM_WORLD
 RANK, SIZE = COMM.Get_rank(), COMM.Get_size()
 
 
-def timed(call, seconds: float, reps: int) -> float:
-    """Median seconds per call of ``call`` over ``reps`` batches sized to last ``seconds``."""
+def calibrate(call, seconds: float) -> int:
+    """Warm ``call`` up and return how many calls make a batch of about ``seconds``."""
     call()
     call()
     COMM.Barrier()
@@ -41,15 +43,38 @@ def timed(call, seconds: float, reps: int) -> float:
     for _ in range(5):  # the same number of calls on every rank: they are collectives
         call()
     per_call = COMM.allreduce((time.perf_counter() - t0) / 5, op=MPI.MAX)
-    batch = max(3, int(seconds / max(per_call, 1e-7)))
-    samples = []
+    return max(3, int(seconds / max(per_call, 1e-7)))
+
+
+def batch_seconds(call, batch: int) -> float:
+    """Seconds per call over one batch, the slowest rank's."""
+    COMM.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(batch):
+        call()
+    return COMM.allreduce((time.perf_counter() - t0) / batch, op=MPI.MAX)
+
+
+def interleaved(calls: dict, seconds: float, reps: int) -> dict:
+    """Median seconds per call of each of ``calls``, measured in ``reps`` rounds that each run
+    one batch of every call in turn (so that drift of the machine hits every column alike)."""
+    batches = {name: calibrate(call, seconds) for name, call in calls.items()}
+    samples = {name: [] for name in calls}
     for _ in range(reps):
-        COMM.Barrier()
-        t0 = time.perf_counter()
-        for _ in range(batch):
+        for name, call in calls.items():
+            samples[name].append(batch_seconds(call, batches[name]))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def in_checked_mode(call):
+    """``call`` with the library in checked mode (switched back after each call)."""
+    def run():
+        mpinb_mpi.set_checked(True)
+        try:
             call()
-        samples.append((time.perf_counter() - t0) / batch)
-    return COMM.allreduce(statistics.median(samples), op=MPI.MAX)
+        finally:
+            mpinb_mpi.set_checked(False)
+    return run
 
 
 def raw_calls(op: str, nbytes: int):
@@ -74,6 +99,20 @@ def jitted(module, op: str, nbytes: int):
         f = jax.jit(lambda a: module.alltoall(a))
     else:
         f = jax.jit(lambda a: module.allreduce(a, op=MPI.SUM))
+    return lambda: f(x).block_until_ready()
+
+
+LOOP = 50  # collectives per call in the fori_loop column
+
+
+def in_loop(op: str, nbytes: int):
+    """LOOP collectives inside one jitted fori_loop, per collective: no dispatch per call."""
+    x = jax_input(op, nbytes)
+    if op == "alltoall":
+        body = lambda i, a: mpinb_mpi.alltoall(a)  # noqa: E731
+    else:
+        body = lambda i, a: mpinb_mpi.allreduce(a, op=MPI.SUM) * 0.5  # noqa: E731
+    f = jax.jit(lambda a: jax.lax.fori_loop(0, LOOP, body, a))
     return lambda: f(x).block_until_ready()
 
 
@@ -105,16 +144,16 @@ def main(argv=None):
     rows = []
     for op in ("alltoall", "allreduce"):
         for nbytes in sizes:
-            raw = timed(raw_calls(op, nbytes), args.seconds, args.reps)
-            ours = timed(jitted(mpinb_mpi, op, nbytes), args.seconds, args.reps)
-            mpinb_mpi.set_checked(True)
-            checked = timed(jitted(mpinb_mpi, op, nbytes), args.seconds, args.reps)
-            mpinb_mpi.set_checked(False)
-            theirs = timed(jitted(mpi4jax, op, nbytes), args.seconds, args.reps) if mpi4jax else None
-            rows.append((op, nbytes, raw, ours, checked, theirs))
+            calls = {"raw": raw_calls(op, nbytes), "mpinb": jitted(mpinb_mpi, op, nbytes)}
+            calls["checked"] = in_checked_mode(calls["mpinb"])
+            calls["loop"] = in_loop(op, nbytes)
+            if mpi4jax:
+                calls["mpi4jax"] = jitted(mpi4jax, op, nbytes)
+            t = interleaved(calls, args.seconds, args.reps)
+            rows.append((op, nbytes, t["raw"], t["mpinb"], t["checked"], t["loop"] / LOOP, t.get("mpi4jax")))
             if RANK == 0:
                 print(f"  measured {op} {human(nbytes)}", file=sys.stderr, flush=True)
-    floor = timed(noop(16), args.seconds, args.reps)
+    floor = interleaved({"noop": noop(16)}, args.seconds, args.reps)["noop"]
 
     if RANK != 0:
         return
@@ -122,16 +161,17 @@ def main(argv=None):
     print(f"\n{SIZE} ranks, {MPI.Get_library_version().splitlines()[0].strip()}, jax {jax.__version__}"
           f", mpi4jax {version or 'not installed'}")
     print(f"jitted no-op (dispatch floor): {floor * 1e6:.1f} us per call\n")
-    head = (f"{'op':<10} {'size':>8} | {'raw us':>9} {'mpinb us':>9} {'checked us':>10} {'mpi4jax us':>10} | "
-            f"{'mpinb/raw':>9} {'checked/mpinb':>13} {'mpi4jax/raw':>11} {'mpinb/mpi4jax':>13}")
+    head = (f"{'op':<10} {'size':>8} | {'raw us':>9} {'mpinb us':>9} {'checked us':>10} {'in loop us':>10} "
+            f"{'mpi4jax us':>10} | {'mpinb/raw':>9} {'checked/mpinb':>13} {'loop/raw':>8} {'mpi4jax/raw':>11} "
+            f"{'mpinb/mpi4jax':>13}")
     print(head)
     print("-" * len(head))
-    for op, nbytes, raw, ours, checked, theirs in rows:
+    for op, nbytes, raw, ours, checked, loop, theirs in rows:
         t = f"{fmt(theirs):>10}" if theirs else f"{'-':>10}"
         r2 = f"{theirs / raw:11.2f}" if theirs else f"{'-':>11}"
         r3 = f"{ours / theirs:13.2f}" if theirs else f"{'-':>13}"
-        print(f"{op:<10} {human(nbytes):>8} | {fmt(raw)} {fmt(ours)} {fmt(checked):>10} {t} | "
-              f"{ours / raw:9.2f} {checked / ours:13.2f} {r2} {r3}")
+        print(f"{op:<10} {human(nbytes):>8} | {fmt(raw)} {fmt(ours)} {fmt(checked):>10} {fmt(loop):>10} {t} | "
+              f"{ours / raw:9.2f} {checked / ours:13.2f} {loop / raw:8.2f} {r2} {r3}")
 
 
 if __name__ == "__main__":

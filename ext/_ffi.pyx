@@ -51,6 +51,7 @@ cdef extern from "<pthread.h>" nogil:
 include "ops.pxi"  # generated from mpinb/mpi/optable.py: opcodes, op and attribute names
 include "call_frame.pxi"
 include "checked.pxi"
+include "huge_pages.pxi"
 
 
 # ---------------------------------------------------------------------------------------
@@ -119,6 +120,7 @@ cdef int enter(Call* c, int64_t nbytes, int peer, const XLA_FFI_Buffer* sig,
     global g_calls
     pthread_mutex_lock(&g_lock)
     c.locked = True
+    prefer_huge_pages_all(c)
     c.nbytes = nbytes
     g_calls += 1
     g_inflight.opcode = c.opcode
@@ -212,6 +214,18 @@ def set_checked(bint enabled):
     """Checked mode: ranks agree on each collective (one extra small allgather) first."""
     global g_checked
     g_checked = 1 if enabled else 0
+
+
+def set_huge_pages(bint enabled):
+    """Ask for transparent huge pages on large message buffers (ext/huge_pages.pxi)."""
+    global g_huge_on
+    g_huge_on = 1 if enabled else 0
+
+
+def huge_pages():
+    """{"enabled", "collapse", "pages" (2 MiB pages advised), "budget_s" (collapse time left)}."""
+    return {"enabled": bool(g_huge_on), "collapse": bool(g_collapse_on), "pages": g_huge_pages,
+            "budget_s": g_huge_budget}
 
 
 def get_checked():

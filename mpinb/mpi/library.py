@@ -19,6 +19,7 @@ from mpi4py import MPI
 DEBUG_ENV = "MPINB_DEBUG"
 CHECKED_ENV = "MPINB_CHECKED"
 MALLOC_ENV = "MPINB_MALLOC_TUNING"
+HUGE_PAGES_ENV = "MPINB_HUGE_PAGES"
 
 # glibc mallopt parameters (malloc.h)
 _M_TRIM_THRESHOLD = -1
@@ -126,6 +127,7 @@ def load():
         if os.environ.get(CHECKED_ENV, "").strip() and not _off(os.environ[CHECKED_ENV]):
             ext.set_checked(True)
         tune_malloc()
+        ext.set_huge_pages(not _off(os.environ.get(HUGE_PAGES_ENV, "1")))
         _ffi = ext
         return ext
 
