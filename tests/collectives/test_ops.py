@@ -248,3 +248,18 @@ def test_support_flags_say_what_lowers(world):
     for platform in ("cuda", "rocm"):
         with pytest.raises(NotImplementedError, match=f"mpinb_allreduce.*{platform}"):
             traced.lower(lowering_platforms=(platform,))
+
+
+def test_allreduce_in_place_keeps_a_live_operand_and_reuses_a_donated_one(world):
+    """allreduce's result may share its operand's buffer (MPI_IN_PLACE): a live operand must
+    survive the call, a donated one may be overwritten, and both results are right."""
+    rank, size = world
+    x = jnp.asarray(make((1024,), np.float64, rank))
+    want = np.sum([make((1024,), np.float64, r) for r in range(size)], axis=0)
+    f = jax.jit(lambda v: mpi.allreduce(v, MPI.SUM))
+    assert_same(f(x), want)
+    assert_same(x, make((1024,), np.float64, rank))  # not donated: untouched
+    donated = jax.jit(lambda v: mpi.allreduce(v, MPI.SUM), donate_argnums=0)
+    y = jnp.asarray(make((1024,), np.float64, rank))
+    assert_same(donated(y), want)
+    assert "mpinb_allreduce" in donated.lower(x).compile().as_text()
