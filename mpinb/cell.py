@@ -109,7 +109,8 @@ class CellResult:
             return ""
         if any(rec and rec.get("eager_error") for rec in self.records.values()):
             return "eager run failed"
-        return cmp.summary(self.comparisons) or "nothing to compare"
+        per_rank = {r: rec.get("comparisons", []) for r, rec in self.records.items() if rec}
+        return cmp.summary(per_rank) or "nothing to compare"
 
     def summary(self) -> str:
         n = len(self.ranks)

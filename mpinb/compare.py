@@ -9,6 +9,7 @@ leaf through ``flatten`` (a JAX-aware flattener is passed in by the engine).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
@@ -32,6 +33,7 @@ class Comparison:
     max_rel: float = 0.0
     first_index: tuple | None = None
     detail: str = ""
+    quiet: bool = False        # named in the summary only when it differs (Python ints, stdout)
 
     def __str__(self) -> str:
         if self.status in ("equal", "close"):
@@ -122,12 +124,40 @@ def compare_namespaces(names: Iterable[str], jitted: Mapping, eager: Mapping, fl
     return out
 
 
-def summary(comparisons: list[Comparison]) -> str:
-    if not comparisons:
-        return ""
-    bad = [c for c in comparisons if c.status in ("different", "missing")]
+def format_ranks(ranks) -> str:
+    """'rank 2', 'ranks 0-3', 'ranks 0, 2, 5-7'."""
+    ranks = sorted(set(ranks))
+    parts, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            parts.append(str(start) if start == r else f"{start}-{r}")
+            start = None
+    return f"rank{'s' if len(ranks) != 1 else ''} {', '.join(parts)}"
+
+
+def _variable(name: str) -> str:
+    """The variable a comparison is about: 'b' for "b['x'][0]"."""
+    return re.split(r"[\[.]", name, maxsplit=1)[0]
+
+
+def summary(per_rank: Mapping[int, list[Comparison]]) -> str:
+    """What was compared and where it differs, across ranks:
+    'jit != eager: b on ranks 0-3; stdout on rank 1' or 'jit == eager: b, t'."""
+    bad: dict[str, list[int]] = {}
+    names: list[str] = []
+    close = False
+    for rank, comps in sorted(per_rank.items()):
+        for c in comps:
+            var = _variable(c.name)
+            if c.status in ("different", "missing"):
+                bad.setdefault(var, []).append(rank)
+            elif var not in names and not c.quiet:
+                names.append(var)
+            close = close or c.status == "close"
     if bad:
-        return f"jit != eager ({len(bad)} of {len(comparisons)} differ)"
-    if any(c.status == "close" for c in comparisons):
-        return "jit ~ eager (within tolerance)"
-    return "jit == eager"
+        return "jit != eager: " + "; ".join(f"{v} on {format_ranks(r)}" for v, r in bad.items())
+    if not names:
+        return ""
+    return f"jit {'~' if close else '=='} eager: {', '.join(names)}{' (within tolerance)' if close else ''}"

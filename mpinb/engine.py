@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import faulthandler
 import io
 import json
@@ -194,6 +195,76 @@ def _is_array_tree(value) -> bool:
     return bool(leaves) and all(hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves)
 
 
+def _jax_computed(value) -> bool:
+    """Worth comparing jit against eager: a pytree of arrays with at least one JAX array (not
+    NumPy arrays the cell merely built), or a Python int (a counter a jitted function bumped at
+    trace time). Floats are left out: timings differ between the two passes by nature."""
+    import jax
+
+    if isinstance(value, int):
+        return True
+    return _is_array_tree(value) and any(isinstance(x, jax.Array) for x in jax.tree_util.tree_leaves(value))
+
+
+class _Tee(io.TextIOBase):
+    """Write to ``stream`` (the engine's stdout, streamed to the notebook) and keep a copy."""
+
+    def __init__(self, stream):
+        self.stream, self.copy = stream, io.StringIO()
+
+    def write(self, text):
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+
+def _rollback(ns: dict, snapshot: dict) -> None:
+    """Undo the bindings a cell made in ``ns``: new names go, rebound names get their old value.
+    (Objects mutated in place stay mutated: the README says so.)"""
+    for name in [k for k in ns if k not in snapshot]:
+        del ns[name]
+    for name, value in snapshot.items():
+        if ns.get(name, snapshot) is not value:
+            ns[name] = value
+
+
+def _eager_pass(code: str, ns: dict, filename: str):
+    """Run the cell under jax.disable_jit() in the real namespace, so that functions defined in
+    earlier cells read the cell's new globals (as eager execution would), then roll the bindings
+    back for the jitted pass. Returns (the namespace as the eager pass left it, its value, what it
+    printed, its error or None)."""
+    import jax
+
+    snapshot = dict(ns)
+    out = io.StringIO()
+    value, error = None, None
+    try:
+        with jax.disable_jit(), contextlib.redirect_stdout(out):
+            value = _execute(code, ns, filename)
+    except BaseException as exc:  # noqa: BLE001 - reported, the jitted run still happens
+        error = _error(exc)
+    finally:
+        after = dict(ns)
+        _rollback(ns, snapshot)
+    return after, value, out.getvalue(), error
+
+
+def _compare_passes(names, ns, value, eager_ns, eager_value, stdout, eager_stdout) -> list:
+    comps = [dataclasses.replace(c, quiet=isinstance(ns.get(c.name), int))
+             for c in cmp.compare_namespaces(names, ns, eager_ns, _flatten, _jax_computed)]
+    if value is not None and _jax_computed(value):
+        comps.extend(cmp.compare_trees("Out", value, eager_value, _flatten))
+    if stdout != eager_stdout:
+        lines, eager_lines = len(stdout.splitlines()), len(eager_stdout.splitlines())
+        comps.append(cmp.Comparison(
+            "stdout", "different", quiet=True,
+            detail=(f"the jitted run printed {lines} line{'s' * (lines != 1)}, the eager run {eager_lines} "
+                    "(Python code inside a jitted function runs only when it is traced)")))
+    return comps
+
+
 def run_cell(code: str, *, compare: bool = False, show: tuple[str, ...] = (), hlo: bool = True,
              images: bool = False) -> dict:
     """Run one cell here and describe what happened (see module docstring)."""
@@ -214,22 +285,15 @@ def _run_cell(cell_no, code, *, compare, show, hlo, images) -> dict:
               "comparisons": [], "eager_error": None, "hlo": [], "hlo_capture": STATE.get("hlo_ok", False)}
     if hlo:
         new_hlo_modules()  # forget modules compiled outside %%mpijax cells
-    eager_ns, eager_value = None, None
+    eager_ns, eager_value, eager_stdout = None, None, ""
     if compare:
-        import jax
-
-        eager_ns = dict(ns)
-        eager_out = io.StringIO()
-        try:
-            with jax.disable_jit(), contextlib.redirect_stdout(eager_out):
-                eager_value = _execute(code, eager_ns, filename)
-        except BaseException as exc:  # noqa: BLE001 - reported, the jitted run still happens
-            record["eager_error"] = _error(exc)
-        record["eager_stdout"] = eager_out.getvalue()
+        eager_ns, eager_value, eager_stdout, record["eager_error"] = _eager_pass(code, ns, filename)
     t0 = time.perf_counter()
     value = None
+    tee = _Tee(sys.stdout) if compare else None
     try:
-        value = _execute(code, ns, filename)
+        with contextlib.redirect_stdout(tee) if tee else contextlib.nullcontext():
+            value = _execute(code, ns, filename)
     except BaseException as exc:  # noqa: BLE001 - reported to the client per rank
         record["ok"] = False
         record["error"] = _error(exc)
@@ -238,13 +302,10 @@ def _run_cell(cell_no, code, *, compare, show, hlo, images) -> dict:
         record["result"] = _summary(value, images)
     for name in show:
         record["show"][name] = _summary(ns[name], images) if name in ns else {"kind": "object", "repr": "<not defined>"}
-    assigned = [k for k, v in ns.items() if not k.startswith("_") and (k not in before or before[k] != id(v))]
-    record["assigned"] = assigned
     if compare and record["ok"] and record["eager_error"] is None:
-        comps = cmp.compare_namespaces(assigned, ns, eager_ns, _flatten, _is_array_tree)
-        if value is not None and _is_array_tree(value):
-            comps.extend(cmp.compare_trees("Out", value, eager_value, _flatten))
-        record["comparisons"] = comps
+        assigned = [k for k, v in ns.items() if not k.startswith("_") and (k not in before or before[k] != id(v))]
+        record["comparisons"] = _compare_passes(assigned, ns, value, eager_ns, eager_value,
+                                                tee.copy.getvalue(), eager_stdout)
     if hlo:
         record["hlo"] = new_hlo_modules()
     return record

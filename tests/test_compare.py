@@ -55,5 +55,13 @@ def test_trees_and_namespaces():
     comps = cmp.compare_namespaces(["x", "f", "gone"], {"x": np.ones(1), "f": len, "gone": np.ones(1)},
                                    {"x": np.ones(1), "f": len}, flat, lambda v: isinstance(v, np.ndarray))
     assert [(c.name, c.status) for c in comps] == [("x", "equal"), ("gone", "missing")]
-    assert cmp.summary(comps) == "jit != eager (1 of 2 differ)"
-    assert cmp.summary([out[0]]) == "jit == eager"
+    assert cmp.summary({0: comps, 1: comps}) == "jit != eager: gone on ranks 0-1"
+    assert cmp.summary({0: [out[0]]}) == "jit == eager: p"
+    assert cmp.summary({0: out, 2: [out[0]], 3: out}) == "jit != eager: p on ranks 0, 3"
+    assert cmp.summary({0: []}) == ""
+
+
+def test_format_ranks():
+    assert cmp.format_ranks([3]) == "rank 3"
+    assert cmp.format_ranks([0, 1, 2, 3]) == "ranks 0-3"
+    assert cmp.format_ranks([5, 0, 2, 6, 7]) == "ranks 0, 2, 5-7"

@@ -28,7 +28,7 @@ def result():
 
 def test_summary_line():
     assert result().summary() == ("3 ranks, 1.50 s, 1 failed (1), 1 still running (2), timed out, "
-                                  "2 layout warnings (1 divergent, 1 unconstrained), jit == eager")
+                                  "2 layout warnings (1 divergent, 1 unconstrained), jit == eager: y")
 
 
 def test_text_has_one_block_per_rank():

@@ -54,7 +54,7 @@ def test_seed_transpose_compare_shows_both_columns_and_no_layout_error(ip, capsy
     res = cell(ip, "--compare --show ok", SEED)
     out = capsys.readouterr().out
     assert res.ok and res.ranks == [0, 1]
-    assert re.search(r"^2 ranks, [0-9.]+ s, \d+ layout warnings? \(\d+ relayout\), jit == eager$", out, re.M), out
+    assert re.search(r"^2 ranks, [0-9.]+ s, \d+ layout warnings? \(\d+ relayout\), jit == eager: t$", out, re.M), out
     assert "[rank 0]" in out and "[rank 1]" in out
     assert "rank 0 ok True" in out and "rank 1 ok True" in out
     assert not [w for w in res.warnings if w.kind in ("non-row-major", "unconstrained")]
@@ -147,3 +147,41 @@ def test_hlo_analysis_costs_nothing_when_nothing_compiles(ip):
     cell(ip, "", "w = t + 1")  # compiles the add once
     res = cell(ip, "", "w = t + 1")
     assert all(rec["hlo"] == [] for rec in res.records.values())
+
+
+def test_compare_sees_a_stale_global_in_a_function_of_an_earlier_cell(ip):
+    """The classic pitfall: jit keeps the global it was traced with; eager reads the new one."""
+    cell(ip, "", "scale = 2.0\ng_scaled = jax.jit(lambda x: x * scale)\ng_scaled(jnp.full(2, 4.0))")
+    res = cell(ip, "--compare", "scale = 3.0\nr_scaled = g_scaled(jnp.full(2, 4.0))\nplain = np.ones(3)")
+    assert "jit != eager: r_scaled on ranks 0-1" in res.summary()
+    assert "plain" not in res.comparison_summary()  # NumPy arrays the cell built are not compared
+    for rank in (0, 1):
+        diff = next(c for c in res.records[rank]["comparisons"] if c.name == "r_scaled")
+        assert diff.status == "different" and diff.max_abs == 4.0  # 8 under jit, 12 eagerly
+
+
+def test_compare_sees_trace_time_side_effects(ip):
+    """A print and a counter inside a jitted function run once, when it is traced."""
+    code = ("calls = 0\n"
+            "@jax.jit\n"
+            "def traced_once(x):\n"
+            "    global calls\n"
+            "    calls += 1\n"
+            "    print('tracing')\n"
+            "    return x + 1\n"
+            "traced_once(jnp.ones(2))\n"
+            "y_once = traced_once(jnp.ones(2))\n"
+            "n_calls = calls\n")
+    res = cell(ip, "--compare", code)
+    summary = res.comparison_summary()
+    assert "n_calls on ranks 0-1" in summary and "stdout on ranks 0-1" in summary, summary
+    assert "y_once" not in summary  # equal: the value itself is right
+    out = next(c for c in res.records[1]["comparisons"] if c.name == "stdout")
+    assert "the jitted run printed 1 line, the eager run 2" in out.detail
+
+
+def test_compare_sees_a_changed_closure(ip):
+    cell(ip, "", "def make_scaler():\n    box = {'k': 2.0}\n    return jax.jit(lambda x: x * box['k']), box\n"
+                 "scaler, scaler_box = make_scaler()\nscaler(jnp.ones(2))")
+    res = cell(ip, "--compare", "scaler_box['k'] = 5.0\nz_scaled = scaler(jnp.ones(2))")
+    assert "jit != eager: z_scaled on ranks 0-1" in res.comparison_summary()
