@@ -56,6 +56,8 @@ class ClusterLost(RuntimeError):
 
 
 DEFAULT_GRACE = 2.0
+#: seconds to wait, once a rank's result is in, for the rest of its output
+OUTPUT_WAIT = 30.0
 
 
 def _fmt_bytes(n: int) -> str:
@@ -247,6 +249,9 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
         end = time.perf_counter() + grace
         while time.perf_counter() < end and not all(ar.ready() for ar in pending.values()):
             time.sleep(poll)
+    for ar in pending.values():
+        if ar.ready():  # ipyparallel: a result can arrive before the last of its output
+            ar.wait_for_output(OUTPUT_WAIT)
     pump()
     elapsed = time.perf_counter() - t0
     engine_died = [r for r, ar in pending.items() if ar.ready() and _engine_died(record(r))]

@@ -1,0 +1,40 @@
+"""No output is lost: the first cell of fresh clusters prints from every rank and every line
+arrives, in the result and in the stream, even when the result comes before the output."""
+
+import pytest
+
+from mpinb.cluster import MPICluster
+
+LINES = 3000
+FRESH_CLUSTERS = 4
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = MPICluster(n=2, progress=False)
+    yield c
+    c.stop()
+
+
+def test_first_cell_of_fresh_clusters_loses_no_line(cluster):
+    code = ("import sys\nfrom mpi4py import MPI\nr = MPI.COMM_WORLD.Get_rank()\nprint('hello', r)\n"
+            f"for i in range({LINES}):\n    print(f'rank {{r}} line {{i}}')\nsys.stderr.write('done\\n')")
+    for attempt in range(FRESH_CLUSTERS):
+        if cluster.running:
+            cluster.restart()
+        else:
+            cluster.start()
+        streamed = {0: "", 1: ""}
+
+        def stream(rank, kind, text, streamed=streamed):
+            if kind == "stdout":
+                streamed[rank] += text
+
+        res = cluster.run_cell(code, stream=stream, timeout=120)
+        assert res.ok, res.text()
+        for r in (0, 1):
+            lines = res.stdout[r].splitlines()
+            assert lines[0] == f"hello {r}", (attempt, r, lines[:3])
+            assert lines[1:] == [f"rank {r} line {i}" for i in range(LINES)], (attempt, r, len(lines))
+            assert streamed[r] == res.stdout[r], (attempt, r)
+            assert res.stderr[r] == "done\n", (attempt, r, res.stderr[r])
