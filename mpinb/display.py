@@ -119,12 +119,26 @@ def rank_html(result, rank: int) -> str:
             f"<pre style='{_STYLE}'>{body}</pre>{_png_tags(rec)}</div>")
 
 
-def render_html(result) -> str:
+def header_html(result) -> str:
+    """The summary line and every note (restart advice, lost job, HLO capture): shown above the
+    ranks by both the HTML view and the widget, as the text view shows them."""
     head = f"<div class='mpinb-summary' style='font-weight:bold'>{html.escape(result.summary())}</div>"
-    cols = "".join(rank_html(result, r) for r in result.ranks)
+    notes = "".join(f"<div class='mpinb-note' style='color:#c62828'>note: {html.escape(n)}</div>"
+                    for n in result.notes)
+    return head + notes
+
+
+def footer_html(result) -> str:
+    """Warnings that concern all ranks (the text view's [all ranks] block)."""
     shared = [w for w in result.warnings if w.rank is None]
-    foot = "".join(f"<div style='color:#c62828'>{html.escape(str(w))}</div>" for w in shared)
-    return f"<div class='mpinb-view'>{head}<div style='display:flex;flex-wrap:wrap'>{cols}</div>{foot}</div>"
+    return "".join(f"<div class='mpinb-shared' style='color:#c62828'>warning: {html.escape(str(w))}</div>"
+                   for w in shared)
+
+
+def render_html(result) -> str:
+    cols = "".join(rank_html(result, r) for r in result.ranks)
+    return (f"<div class='mpinb-view'>{header_html(result)}<div style='display:flex;flex-wrap:wrap'>{cols}</div>"
+            f"{footer_html(result)}</div>")
 
 
 # ------------------------------------------------------------------------------ widgets
@@ -159,10 +173,9 @@ def build_widget(result):
         body = w.Tab(children=boxes)
         for i, page in enumerate(pages):
             body.set_title(i, f"ranks {page[0]}-{page[-1]}")
-    shared = [x for x in result.warnings if x.rank is None]
-    parts = [w.HTML(f"<b class='mpinb-summary'>{html.escape(result.summary())}</b>"), body]
-    if shared:
-        parts.append(w.HTML("<br>".join(html.escape(str(x)) for x in shared)))
+    parts = [w.HTML(header_html(result)), body]
+    if footer_html(result):
+        parts.append(w.HTML(footer_html(result)))
     return w.VBox(parts, layout=w.Layout(width="100%"))
 
 

@@ -4,6 +4,7 @@ import zlib
 
 import numpy as np
 import pytest
+from views import widget_html
 
 from mpinb import compare as cmp
 from mpinb import display, hlo, values
@@ -73,3 +74,18 @@ def test_parse_ranks():
     for bad in ("5", "a", "2-1x"):
         with pytest.raises(ValueError, match="--ranks"):
             parse_ranks(bad, 4)
+
+
+def test_widget_html_and_text_carry_the_same_facts():
+    """Notes (restart advice), shared warnings and per-rank text: in the widget, the HTML and
+    text/plain alike."""
+    res = result()
+    res.notes.append("rank(s) [2] are blocked inside MPI; SIGINT cannot free them: run %mpijax restart")
+    text = display.render_text(res)
+    page = display.render_html(res)
+    widget = widget_html(display.build_widget(res))
+    for fact in ("SIGINT cannot free them: run %mpijax restart", "rank 0 compiled a but rank 2 compiled b",
+                 "ValueError: boom", "partial", "jit == eager: y"):
+        assert fact in text, fact
+        assert fact in page, fact
+        assert fact in widget, fact

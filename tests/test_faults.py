@@ -13,8 +13,10 @@ import time
 
 import psutil
 import pytest
+from views import widget_html
 from waiting import OnOutput, inside, press_stop
 
+from mpinb import display
 from mpinb.cell import DEFAULT_GRACE, ClusterBusy, ClusterLost
 from mpinb.cluster import MPICluster
 
@@ -127,6 +129,7 @@ def test_interrupt_says_when_ranks_stay_blocked_in_mpi(cluster):
     assert res.records[0]["error"]["ename"] == "KeyboardInterrupt"
     assert res.states[1] == res.states[2] == "running"
     assert "SIGINT cannot free them: run %mpijax restart" in res.text()
+    assert "SIGINT cannot free them: run %mpijax restart" in widget_html(display.build_widget(res))
     cluster.restart()
     usable(cluster)
 
