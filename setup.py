@@ -85,11 +85,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def generate_op_tables():
-    """ext/ops.pxi and ext/ops_registry.pxi from the one table of ops, mpinb/mpi/optable.py
+    """ext/ops.pxi and ext/ops_registry.pxi from the one table of ops, mpinb/optable.py
     (read by path: importing the package would import JAX)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("optable", os.path.join(HERE, "mpinb", "mpi", "optable.py"))
+    spec = importlib.util.spec_from_file_location("optable", os.path.join(HERE, "mpinb", "optable.py"))
     optable = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(optable)
     for name, text in (("ops.pxi", optable.generate_ops_pxi()), ("ops_registry.pxi", optable.generate_registry_pxi())):

@@ -48,7 +48,7 @@ cdef extern from "<pthread.h>" nogil:
     int pthread_mutex_unlock(pthread_mutex_t*)
 
 
-include "ops.pxi"  # generated from mpinb/mpi/optable.py: opcodes, op and attribute names
+include "ops.pxi"  # generated from mpinb/optable.py: opcodes, op and attribute names
 include "call_frame.pxi"
 include "checked.pxi"
 include "huge_pages.pxi"

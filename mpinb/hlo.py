@@ -24,6 +24,8 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
+from .optable import AGREEMENT
+
 #: custom-call targets that are MPI collectives (mpinb's, and mpi4jax's for comparison)
 COLLECTIVE_PREFIXES = ("mpinb_", "mpi_")
 
@@ -317,18 +319,40 @@ def layout_warnings(module: Module, rank: int | None = None) -> list[HloWarning]
     return warnings
 
 
+def _shape_text(arr: Array, trailing_only: bool = False) -> str:
+    dims = [str(d) for d in arr.dims]
+    if trailing_only and dims:
+        dims[0] = "*"
+    return f"{arr.dtype}[{','.join(dims)}]"
+
+
+def collective_signature(module: Module, inst: Instruction) -> str | None:
+    """What every rank must agree on for this collective, as 'target dtype[shape]', by the op's
+    rule in mpinb/optable.py (gather: the operand, scatter: the result, alltoallv: the trailing
+    dimensions); None for point-to-point calls, which differ between ranks by design."""
+    target = inst.attr("custom_call_target") or ""
+    rule = AGREEMENT.get(target[len("mpinb_"):], "result") if target.startswith("mpinb_") else "result"
+    if rule == "nothing":
+        return None
+    if rule == "result":
+        arrays = inst.arrays
+    else:  # the data operands: every operand but mpinb's 1-byte ordering buffer
+        arrays = [a for _, a in _operand_arrays(module, inst) if not (a.dtype == "s8" and not a.dims)]
+    if not arrays:
+        return target
+    return f"{target} {_shape_text(arrays[0], trailing_only=rule == 'trailing')}"
+
+
 def collective_sequence(module: Module) -> list[str]:
-    """The collectives of a module in scheduled order, as 'target shape' strings."""
-    seq = []
-    for inst in custom_calls(module):
-        if is_collective(inst):
-            arrays = inst.arrays
-            seq.append(f"{inst.attr('custom_call_target')} {arrays[0] if arrays else ''}".strip())
-    return seq
+    """The collectives of a module that all ranks must agree on, in scheduled order."""
+    return [sig for inst in custom_calls(module) if is_collective(inst)
+            for sig in [collective_signature(module, inst)] if sig is not None]
 
 
 def divergence_warnings(per_rank: Mapping[int, Iterable[Module]]) -> list[HloWarning]:
-    """Warning 4: the same module name compiled to different collective sequences on different ranks."""
+    """Warning 4: the same module name compiled to collective sequences that the ranks cannot
+    all complete together (a different op, dtype or shape where the op needs agreement, or a
+    different number of collectives)."""
     by_name: dict[str, dict[int, list[str]]] = {}
     for rank, modules in per_rank.items():
         for mod in modules:
@@ -337,22 +361,22 @@ def divergence_warnings(per_rank: Mapping[int, Iterable[Module]]) -> list[HloWar
     for name, seqs in sorted(by_name.items()):
         if len(seqs) < 2 or not any(seqs.values()):
             continue
-        distinct = {tuple(s) for s in seqs.values()}
-        if len(distinct) <= 1:
-            continue
         ranks = sorted(seqs)
         ref = seqs[ranks[0]]
         for r in ranks[1:]:
-            if seqs[r] != ref:
-                common = min(len(ref), len(seqs[r]))
-                pos = next((i for i in range(common) if ref[i] != seqs[r][i]), common)
-                a = ref[pos] if pos < len(ref) else "nothing"
-                b = seqs[r][pos] if pos < len(seqs[r]) else "nothing"
-                out.append(HloWarning(
-                    "divergent", None, name, f"collective #{pos + 1}",
-                    f"rank {ranks[0]} compiled {a} but rank {r} compiled {b} at collective #{pos + 1} "
-                    f"({len(ref)} vs {len(seqs[r])} collectives): the ranks may deadlock"))
-                break
+            if seqs[r] == ref:
+                continue
+            common = min(len(ref), len(seqs[r]))
+            pos = next((i for i in range(common) if ref[i] != seqs[r][i]), common)
+            a = ref[pos] if pos < len(ref) else "no further collective"
+            b = seqs[r][pos] if pos < len(seqs[r]) else "no further collective"
+            counts = (f"; rank {ranks[0]} compiled {len(ref)} collectives, rank {r} {len(seqs[r])}"
+                      if len(ref) != len(seqs[r]) else "")
+            out.append(HloWarning(
+                "divergent", None, name, f"collective #{pos + 1}",
+                f"at collective #{pos + 1} of {name}, rank {ranks[0]} compiled {a} but rank {r} compiled "
+                f"{b}{counts}: the ranks may deadlock"))
+            break
     return out
 
 

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from mpinb import hlo
 
 DATA = Path(__file__).parent / "data"
@@ -30,7 +32,7 @@ def test_safe_transpose_has_only_relayout_warnings_with_sizes_and_source():
     feeding = [w for w in warnings if "to feed mpinb_alltoall" in w.message]
     assert len(feeding) == 1 and "(192 B)" in feeding[0].message
     assert feeding[0].source.startswith("/tmp/gen.py:9 (mk.<locals>.f)")
-    assert hlo.collective_sequence(module) == ["mpinb_alltoall f32[2,4,6]{2,1,0}"]
+    assert hlo.collective_sequence(module) == ["mpinb_alltoall f32[2,4,6]"]
 
 
 def test_follow_producer_is_the_seed_bug_signature():
@@ -54,7 +56,8 @@ def test_divergent_collective_sequences_across_ranks():
     div = [w for w in warnings if w.kind == "divergent"]
     assert len(div) == 1
     assert div[0].module == "jit_g"
-    assert "rank 0 compiled mpinb_allreduce f32[3]{0} but rank 1 compiled mpinb_bcast f32[3]{0}" in div[0].message
+    assert "rank 0 compiled mpinb_allreduce f32[3] but rank 1 compiled mpinb_bcast f32[3]" in div[0].message
+    assert "collectives" not in div[0].message  # as many on each rank: no count to report
 
 
 def test_same_sequences_are_not_divergent():
@@ -71,3 +74,51 @@ def test_highlight_marks_only_non_row_major():
 def test_module_without_custom_calls_has_no_warnings():
     text = "HloModule m\n\nENTRY %main (p: f32[2]) -> f32[2] {\n  ROOT %p = f32[2]{0} parameter(0)\n}\n"
     assert hlo.analyze({0: [("m", text)]}) == []
+
+
+def module_with(*calls) -> str:
+    """A scheduled HLO module calling (target, operand shape, result shape) in order."""
+    lines = ["HloModule jit_step, is_scheduled=true", "", "ENTRY %main.1 (p: f32[1]) -> f32[1] {",
+             "  %p = f32[1]{0} parameter(0)", "  %order.0 = s8[] constant(0)"]
+    for i, (target, operand, result) in enumerate(calls):
+        lines.append(f"  %x.{i} = {operand} constant({{...}})")
+        lines.append(f"  %cc.{i} = ({result}, s8[]) custom-call(%x.{i}, %order.{i}), "
+                     f'custom_call_target="mpinb_{target}", custom_call_has_side_effect=true')
+        lines.append(f"  %order.{i + 1} = s8[] get-tuple-element(%cc.{i}), index=1")
+    lines += ["  ROOT %r = f32[1]{0} copy(%p)", "}", ""]
+    return "\n".join(lines)
+
+
+def divergent(rank0, rank1):
+    per_rank = {0: [("module_0001.jit_step", module_with(*rank0))], 1: [("module_0002.jit_step", module_with(*rank1))]}
+    return [w.message for w in hlo.analyze(per_rank) if w.kind == "divergent"]
+
+
+@pytest.mark.parametrize(("root", "other"), [
+    (("gather", "c64[8,8,12]{2,1,0}", "c64[2,8,8,12]{3,2,1,0}"),
+     ("gather", "c64[8,8,12]{2,1,0}", "c64[8,8,12]{2,1,0}")),
+    (("scatter", "f32[2,8]{1,0}", "f32[8]{0}"), ("scatter", "f32[8]{0}", "f32[8]{0}")),
+    (("send", "f32[4]{0}", "s8[]"), ("recv", "f32[9]{0}", "f32[9]{0}")),
+    (("allgatherv", "f32[1,3]{1,0}", "f32[3,3]{1,0}"), ("allgatherv", "f32[2,3]{1,0}", "f32[3,3]{1,0}")),
+    (("alltoallv", "f32[1,3]{1,0}", "f32[4,3]{1,0}"), ("alltoallv", "f32[5,3]{1,0}", "f32[2,3]{1,0}")),
+])
+def test_shapes_that_differ_by_design_are_not_divergent(root, other):
+    """Root and non-root (gather, scatter), variable counts, point to point: correct programs."""
+    assert divergent([root], [other]) == []
+
+
+def test_shapes_that_must_agree_are_divergent():
+    msgs = divergent([("gather", "c64[8,8,12]{2,1,0}", "c64[2,8,8,12]{3,2,1,0}")],
+                     [("gather", "c64[8,8,13]{2,1,0}", "c64[8,8,13]{2,1,0}")])
+    assert msgs == ["at collective #1 of jit_step, rank 0 compiled mpinb_gather c64[8,8,12] but rank 1 "
+                    "compiled mpinb_gather c64[8,8,13]: the ranks may deadlock"]
+    msgs = divergent([("alltoallv", "f32[1,3]{1,0}", "f32[4,3]{1,0}")],
+                     [("alltoallv", "f32[1,4]{1,0}", "f32[4,4]{1,0}")])
+    assert "mpinb_alltoallv f32[*,3] but rank 1 compiled mpinb_alltoallv f32[*,4]" in msgs[0]
+
+
+def test_a_missing_collective_is_counted():
+    ar = ("allreduce", "f32[3]{0}", "f32[3]{0}")
+    msgs = divergent([ar, ar], [ar])
+    assert msgs == ["at collective #2 of jit_step, rank 0 compiled mpinb_allreduce f32[3] but rank 1 compiled "
+                    "no further collective; rank 0 compiled 2 collectives, rank 1 1: the ranks may deadlock"]

@@ -31,9 +31,9 @@ from functools import partial
 import jax
 import numpy as np
 
+from ..optable import OPS
 from . import library
 from .jax_compat import Primitive, ShapedArray, apply_primitive, ir, lowering_scratch, mlir, register_dce_rule
-from .optable import OPS
 
 ORDER_DTYPE = np.dtype(np.int8)
 _ORDER_AVAL = ShapedArray((), ORDER_DTYPE)
@@ -87,7 +87,7 @@ def make_primitive(
     operand_layouts: Callable[..., Sequence[Sequence[int]] | None] | None = None,
 ) -> Primitive:
     """Define primitive ``mpinb_<name>`` lowered to the FFI target ``mpinb_<name>``; ``name`` is
-    an op of mpinb/mpi/optable.py, whose row says which attributes the handler reads.
+    an op of mpinb/optable.py, whose row says which attributes the handler reads.
 
     abstract_eval(*avals, **params) -> aval or list of avals
     attributes(**params) -> {attribute name: int or sequence of ints} for the handler
@@ -99,7 +99,7 @@ def make_primitive(
         reproduce the seed bug on purpose.
     """
     if name not in OPS:
-        raise ValueError(f"mpinb: {name!r} is not an op of mpinb/mpi/optable.py")
+        raise ValueError(f"mpinb: {name!r} is not an op of mpinb/optable.py")
     prim = Primitive(f"mpinb_{name}")
     prim.multiple_results = multiple_results
     prim.def_impl(partial(apply_primitive, prim))
@@ -126,7 +126,7 @@ def make_primitive(
         attrs = attributes(**params)
         if sorted(attrs) != sorted(OPS[name]):  # the handler would refuse it: say where
             raise TypeError(f"mpinb_{name}: lowered with attributes {sorted(attrs)}, but its handler "
-                            f"reads {sorted(OPS[name])} (mpinb/mpi/optable.py)")
+                            f"reads {sorted(OPS[name])} (mpinb/optable.py)")
         build = jax.ffi.build_ffi_lowering_function(
             target,
             **layout_kwargs,

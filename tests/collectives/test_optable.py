@@ -1,4 +1,4 @@
-"""The one table of ops (mpinb/mpi/optable.py) is what the compiled library and the Python layer
+"""The one table of ops (mpinb/optable.py) is what the compiled library and the Python layer
 were made from, and the handlers refuse attributes outside their op's row."""
 
 import jax
@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mpinb import mpi
+from mpinb import mpi, optable
 from mpinb.mpi import collectives as ops
-from mpinb.mpi import library, optable, primitives
+from mpinb.mpi import library, primitives
 from mpinb.mpi.validation import resolve_comm
 
 
@@ -19,7 +19,7 @@ def test_every_op_of_the_table_is_registered_and_has_a_primitive():
 
 
 def test_a_primitive_must_name_an_op_of_the_table():
-    with pytest.raises(ValueError, match=r"'allreducee' is not an op of mpinb/mpi/optable\.py"):
+    with pytest.raises(ValueError, match=r"'allreducee' is not an op of mpinb/optable\.py"):
         primitives.make_primitive("allreducee", lambda x: x, lambda: {})
 
 
@@ -48,6 +48,11 @@ def test_handlers_refuse_attributes_outside_their_row(world, attrs, message):
     comm = resolve_comm("bcast", None)[1].handle
     with pytest.raises(Exception, match=f"mpinb.bcast: rank {rank}: {message}"):
         jax.block_until_ready(_raw_call("mpinb_bcast", jnp.ones(3), comm=comm, **attrs))
+
+
+def test_every_op_has_its_agreement_rule():
+    assert optable.AGREEMENT.keys() == optable.OPS.keys()
+    assert set(optable.AGREEMENT.values()) <= {"operand", "result", "trailing", "nothing"}
 
 
 def test_generated_tables_list_every_op_and_reduction():
