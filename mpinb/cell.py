@@ -55,6 +55,25 @@ class ClusterLost(RuntimeError):
     """The MPI job ended (a rank died); only a restart helps."""
 
 
+class CellFailed(RuntimeError):
+    """Raised by ``%%mpijax`` after the view is shown when a rank failed, died or did not finish
+    (``--no-raise`` turns it off). ``.result`` is the :class:`CellResult`."""
+
+    def __init__(self, result: CellResult):
+        self.result = result
+        problems = []
+        for rank, state in sorted(result.states.items()):
+            rec = result.records.get(rank) or {}
+            if state == "failed" and rec.get("error"):
+                problems.append(f"rank {rank}: {rec['error']['ename']}: {rec['error']['evalue']}")
+            elif state == "dead":
+                problems.append(f"rank {rank} {result.dead.get(rank, 'died')}")
+            elif state == "running":
+                problems.append(f"rank {rank} still running")
+        super().__init__(f"{len(problems)} of {len(result.ranks)} ranks did not finish the cell: "
+                         + "; ".join(problems))
+
+
 DEFAULT_GRACE = 2.0
 #: seconds to wait, once a rank's result is in, for the rest of its output
 OUTPUT_WAIT = 30.0
@@ -159,10 +178,10 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
              grace: float = DEFAULT_GRACE) -> CellResult:
     """Run ``code`` on the chosen ranks of a running :class:`~mpinb.cluster.MPICluster`.
 
-    compare: also run the cell under ``jax.disable_jit()`` in a scratch copy of each rank's
-        namespace first, and compare every array the cell assigned (and its result).
-        Caveat: the cell runs twice, so side effects (appending to a list, writing files,
-        incrementing counters) happen twice, and the scratch copy is shallow.
+    compare: first run the cell under ``jax.disable_jit()`` in each rank's namespace and roll
+        back the names it bound, then run it jitted; compare the JAX values and Python ints it
+        assigned, its value and its stdout. Caveat: the cell runs twice, so side effects
+        (appending to a list, writing files) happen twice.
     hlo: capture and analyse the optimized HLO of the modules compiled during the cell.
     timeout: seconds to wait; on expiry the result lists the ranks still running and the MPI
         call each is blocked in.

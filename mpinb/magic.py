@@ -28,7 +28,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
-from .cell import CellResult, ClusterBusy, ClusterLost, parse_ranks
+from .cell import CellFailed, CellResult, ClusterBusy, ClusterLost, parse_ranks
 from .cluster import ClusterError, MPICluster
 
 
@@ -64,14 +64,17 @@ def cell_parser() -> _Parser:
     p = _Parser(prog="%%mpijax", description="Run the cell on every MPI rank and show the ranks side by side.")
     p.add_argument("--ranks", default=None, help="ranks to run on: all (default), 0, 0,2 or 1-3")
     p.add_argument("--compare", action="store_true",
-                   help="also run the cell under jax.disable_jit() in a scratch namespace and compare "
-                        "every array it assigned (the cell runs twice: side effects happen twice)")
+                   help="first run the cell under jax.disable_jit() (bindings rolled back), then jitted, and "
+                        "compare the JAX values it assigned and what it printed (side effects happen twice)")
     p.add_argument("--no-hlo", action="store_true", help="do not capture or analyse compiled HLO")
     p.add_argument("--timeout", type=_seconds, default=argparse.SUPPRESS,
                    help="seconds to wait for the ranks (default: %%mpijax timeout, initially none)")
     p.add_argument("--show", type=_names, default=[], help="variables to summarise per rank, e.g. 'x,y'")
     p.add_argument("--images", action="store_true", help="draw 2-D arrays among the shown values as images")
     p.add_argument("--setup", action="store_true", help="replay this cell after %%mpijax restart")
+    p.add_argument("--no-raise", action="store_true",
+                   help="show a failed, dead or unfinished rank without raising CellFailed afterwards "
+                        "(for cells that fail on purpose; by default Run All stops at such a cell)")
     return p
 
 
@@ -230,6 +233,8 @@ class MpiJaxMagics(Magics):
         self.last_result = result
         self.shell.user_ns["_mpijax"] = result
         display(result)
+        if not result.ok and not args.no_raise:
+            raise CellFailed(result)  # after the view, as %%px raises CompositeError: Run All stops here
         return None
 
 

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -53,20 +55,22 @@ everyone = mpi.allgather(x)
 
 # %% [markdown]
 # `--ranks` restricts a cell to some ranks (only for cells without collectives, which need
-# every rank), and an error on one rank is shown in that rank's column.
+# every rank), and an error on one rank is shown in that rank's column. A failing rank also
+# raises `CellFailed` after the view, so that "Run All" stops there; this cell fails on
+# purpose, so `--no-raise` keeps the notebook going.
 
 # %%
 # %%mpijax --ranks 0
 print("only rank", rank, "runs this")
 
 # %%
-# %%mpijax
+# %%mpijax --no-raise
 if rank == size - 1:
     raise ValueError(f"rank {rank} refuses")
 
 # %% [markdown]
-# `--compare` runs the cell a second time without jit, in a scratch copy of each namespace,
-# and compares every array the cell assigned.
+# `--compare` first runs the cell without jit (its bindings are rolled back afterwards), then
+# normally, and compares every JAX value the cell assigned and what it printed.
 
 # %%
 # %%mpijax --compare

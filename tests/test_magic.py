@@ -8,6 +8,8 @@ import pytest
 from IPython.core.error import UsageError
 from shell import ipython_shell
 
+from mpinb.cell import CellFailed
+
 SEED = """
 import jax, jax.numpy as jnp, numpy as np
 from mpi4py import MPI
@@ -102,7 +104,9 @@ def test_seed_bug_reproduction_jit_wrong_eager_right(ip):
 
 
 def test_error_on_one_rank_and_rank_selection(ip, capsys):
-    res = cell(ip, "--ranks 1", "raise ValueError(f'bad rank {rank}')")
+    with pytest.raises(CellFailed, match="1 of 1 ranks did not finish the cell: rank 1: ValueError: bad rank 1"):
+        ip.run_cell_magic("mpijax", "--ranks 1", "raise ValueError(f'bad rank {rank}')")
+    res = ip.user_ns["_mpijax"]
     out = capsys.readouterr().out
     assert res.ranks == [1] and res.states == {1: "failed"}
     assert "error: ValueError: bad rank 1" in out and "[rank 0]" not in out
@@ -115,7 +119,7 @@ def test_show_summaries_and_result(ip):
 
 
 def test_timeout_reports_running_ranks(ip):
-    res = cell(ip, "--timeout 1 --ranks 0 --no-hlo", "import time; time.sleep(3)")
+    res = cell(ip, "--timeout 1 --ranks 0 --no-hlo --no-raise", "import time; time.sleep(3)")
     assert res.timed_out and res.states == {0: "running"}
     with pytest.raises(UsageError, match=r"rank\(s\) \[0\] still run an earlier cell"):
         cell(ip, "--ranks 0", "1")
@@ -185,3 +189,15 @@ def test_compare_sees_a_changed_closure(ip):
                  "scaler, scaler_box = make_scaler()\nscaler(jnp.ones(2))")
     res = cell(ip, "--compare", "scaler_box['k'] = 5.0\nz_scaled = scaler(jnp.ones(2))")
     assert "jit != eager: z_scaled on ranks 0-1" in res.comparison_summary()
+
+
+def test_a_failed_rank_raises_after_the_view_unless_no_raise(ip, capsys):
+    """Run All stops at a cell in which a rank raised; the view is shown first."""
+    with pytest.raises(CellFailed) as info:
+        ip.run_cell_magic("mpijax", "", "if rank == 1:\n    raise KeyError('gone')")
+    assert "[rank 1]" in capsys.readouterr().out  # the view came before the exception
+    assert info.value.result.states == {0: "finished", 1: "failed"}
+    assert "rank 1: KeyError: 'gone'" in str(info.value)
+    res = cell(ip, "--no-raise", "if rank == 1:\n    raise KeyError('gone')")
+    assert res.states[1] == "failed"
+    assert cell(ip, "", "1 + 1").ok  # the cluster is usable: nothing is left running
