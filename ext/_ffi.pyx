@@ -31,7 +31,8 @@ from mpi4py.libmpi cimport (
     MPI_Allgather, MPI_Allgatherv, MPI_Bcast, MPI_Reduce, MPI_Gather, MPI_Scatter, MPI_Scan,
     MPI_Send, MPI_Recv, MPI_Sendrecv, MPI_Barrier, MPI_Reduce_scatter_block,
     MPI_KEYVAL_INVALID, MPI_Comm_get_attr, MPI_Comm_set_attr, MPI_Comm_create_keyval,
-    MPI_COMM_NULL_COPY_FN, MPI_Comm_delete_attr_function, MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN,
+    MPI_COMM_NULL_COPY_FN, MPI_Comm_delete_attr_function, MPI_Group, MPI_Comm_group,
+    MPI_Group_free, MPI_Group_translate_ranks, MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN,
     MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR,
 )
 from xla_ffi cimport *
@@ -52,6 +53,7 @@ include "ops.pxi"  # generated from mpinb/optable.py: opcodes, op and attribute 
 include "call_frame.pxi"
 include "checked.pxi"
 include "huge_pages.pxi"
+include "participants.pxi"
 
 
 # ---------------------------------------------------------------------------------------
@@ -103,7 +105,7 @@ cdef int begin(XLA_FFI_CallFrame* f, Call* c, int opcode, int ndata_args,
         c.rank = g_world_rank
         return fail(c, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                     b"invalid communicator handle (was it freed?)")
-    return 0
+    return check_participants(c)
 
 
 cdef enum:
@@ -208,6 +210,23 @@ def initialize():
         MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN,
                                <MPI_Comm_delete_attr_function*>_free_counter,
                                &g_counter_keyval, NULL)
+
+
+def set_participants(ranks):
+    """World ranks that run the current cell (None: all). A call that would wait for another
+    rank then fails at once (ext/participants.pxi)."""
+    global g_running, g_world_size, g_restricted
+    cdef int size = 0
+    MPI_Comm_size(MPI_COMM_WORLD, &size)
+    if g_running == NULL:
+        g_running = <unsigned char*>malloc(size)
+        if g_running == NULL:
+            raise MemoryError("mpinb._ffi.set_participants")
+    g_world_size = size
+    chosen = set(range(size)) if ranks is None else {int(r) for r in ranks}
+    for r in range(size):
+        g_running[r] = 1 if r in chosen else 0
+    g_restricted = len(chosen & set(range(size))) < size
 
 
 def set_checked(bint enabled):

@@ -211,7 +211,8 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
         raise ValueError(f"timeout must be positive, got {timeout}")
     targets = parse_ranks(ranks, len(cluster.client.ids))
     t0 = time.perf_counter()
-    kwargs = {"compare": compare, "show": tuple(show), "hlo": hlo and cluster.hlo, "images": images}
+    kwargs = {"compare": compare, "show": tuple(show), "hlo": hlo and cluster.hlo, "images": images,
+              "participants": tuple(targets) if len(targets) < len(cluster.client.ids) else None}
     pending = {r: cluster.client[r].apply_async(engine.run_cell, code, **kwargs) for r in targets}
     seen = {(r, s): 0 for r in targets for s in ("stdout", "stderr")}
     announced = set()

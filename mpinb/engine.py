@@ -266,14 +266,20 @@ def _compare_passes(names, ns, value, eager_ns, eager_value, stdout, eager_stdou
 
 
 def run_cell(code: str, *, compare: bool = False, show: tuple[str, ...] = (), hlo: bool = True,
-             images: bool = False) -> dict:
-    """Run one cell here and describe what happened (see module docstring)."""
+             images: bool = False, participants: tuple[int, ...] | None = None) -> dict:
+    """Run one cell here and describe what happened (see module docstring). ``participants``:
+    the ranks that run this cell when not all do; a collective that needs another rank then
+    fails at once instead of waiting forever."""
+    from mpinb.mpi import library
+
     STATE["cells"] = STATE.get("cells", 0) + 1
     cell_no = STATE["cells"]
     STATE["running"] = cell_no
+    library.load().set_participants(participants)
     try:
         return _run_cell(cell_no, code, compare=compare, show=show, hlo=hlo, images=images)
     finally:
+        library.load().set_participants(None)
         STATE["running"] = None
 
 

@@ -68,6 +68,9 @@ def generate_ops_pxi() -> str:
     lines += ["", "cdef const char* op_name(int opcode) noexcept nogil:"]
     lines += [f'    if opcode == OP_{name.upper()}: return b"{name}"' for name in OPS]
     lines += ['    return b"unknown"', ""]
+    lines += ["", "cdef bint op_point_to_point(int opcode) noexcept nogil:"]
+    p2p = [name for name, rule in AGREEMENT.items() if rule == "nothing"]
+    lines += ["    return " + " or ".join(f"opcode == OP_{name.upper()}" for name in p2p), ""]
     lines += ["", "cdef int64_t op_attributes(int opcode) noexcept nogil:",
               '    """Bit mask of the attributes the handler of ``opcode`` needs."""']
     for name, attrs in OPS.items():

@@ -201,3 +201,15 @@ def test_a_failed_rank_raises_after_the_view_unless_no_raise(ip, capsys):
     res = cell(ip, "--no-raise", "if rank == 1:\n    raise KeyError('gone')")
     assert res.states[1] == "failed"
     assert cell(ip, "", "1 + 1").ok  # the cluster is usable: nothing is left running
+
+
+def test_a_collective_in_a_cell_restricted_with_ranks_fails_at_once(ip):
+    """Rank 1 never runs this cell: the allreduce would wait forever; it is an error instead."""
+    res = cell(ip, "--ranks 0 --no-raise --timeout 60", "mpi.allreduce(jnp.ones(2), MPI.SUM)")
+    assert not res.timed_out and res.states == {0: "failed"}
+    assert ("mpinb.allreduce: rank 0: its communicator includes rank 1, which does not run this cell "
+            "(%%mpijax --ranks)") in res.records[0]["error"]["evalue"]
+    res = cell(ip, "--ranks 1 --no-raise --timeout 60", "mpi.send(jnp.ones(2), 0)")
+    assert "mpinb.send: rank 1: it waits for rank 0, which does not run this cell" in res.records[1]["error"]["evalue"]
+    assert cell(ip, "--ranks 0", "mpi.send(jnp.ones(2), MPI.PROC_NULL)\n7").ok  # nobody to wait for
+    assert cell(ip, "", "int(mpi.allreduce(jnp.int32(1), MPI.SUM))").records[1]["result"]["repr"] == "2"
