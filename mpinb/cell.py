@@ -3,7 +3,7 @@
 The plain-Python API behind ``%%mpijax``::
 
     result = run_cell(cluster, code, ranks="0-1", compare=True, show=["y"], timeout=30)
-    result.ok, result.warnings, result.records[0]["comparisons"]
+    result.ok, result.warnings, result.records[0].comparisons
     display(result)   # per-rank view: widgets in a notebook, text elsewhere
 """
 
@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from . import compare as cmp
 from . import hlo as hlo_mod
+from .records import ErrorInfo, RankRecord, State
 
 
 def parse_ranks(spec, size: int) -> list[int]:
@@ -63,9 +64,9 @@ class CellFailed(RuntimeError):
         self.result = result
         problems = []
         for rank, state in sorted(result.states.items()):
-            rec = result.records.get(rank) or {}
-            if state == "failed" and rec.get("error"):
-                problems.append(f"rank {rank}: {rec['error']['ename']}: {rec['error']['evalue']}")
+            rec = result.records.get(rank)
+            if state == "failed" and rec.error:
+                problems.append(f"rank {rank}: {rec.error}")
             elif state == "dead":
                 problems.append(f"rank {rank} {result.dead.get(rank, 'died')}")
             elif state == "running":
@@ -99,10 +100,10 @@ def describe_inflight(info: dict | None) -> str:
 class CellResult:
     code: str
     ranks: list[int]
-    records: dict[int, dict | None]
+    records: dict[int, RankRecord | None]
     stdout: dict[int, str]
     stderr: dict[int, str]
-    states: dict[int, str]          # finished | failed | running
+    states: dict[int, State]
     elapsed: float
     warnings: list = dataclasses.field(default_factory=list)
     timed_out: bool = False
@@ -122,15 +123,15 @@ class CellResult:
         out = []
         for rec in self.records.values():
             if rec:
-                out.extend(rec.get("comparisons", []))
+                out.extend(rec.comparisons)
         return out
 
     def comparison_summary(self) -> str:
         if not self.compare:
             return ""
-        if any(rec and rec.get("eager_error") for rec in self.records.values()):
+        if any(rec and rec.eager_error for rec in self.records.values()):
             return "eager run failed"
-        per_rank = {r: rec.get("comparisons", []) for r, rec in self.records.items() if rec}
+        per_rank = {r: rec.comparisons for r, rec in self.records.items() if rec}
         return cmp.summary(per_rank) or "nothing to compare"
 
     def summary(self) -> str:
@@ -216,7 +217,7 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
     pending = {r: cluster.client[r].apply_async(engine.run_cell, code, **kwargs) for r in targets}
     seen = {(r, s): 0 for r in targets for s in ("stdout", "stderr")}
     announced = set()
-    finished: dict[int, dict] = {}
+    finished: dict[int, RankRecord] = {}
 
     def record(r: int) -> dict:
         """The record of a finished rank, fetched once."""
@@ -235,8 +236,8 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
             if ar.ready() and r not in announced:
                 announced.add(r)
                 rec = record(r)
-                if stream is not None and not rec.get("ok") and rec.get("error"):
-                    stream(r, "error", f"{rec['error']['ename']}: {rec['error']['evalue']}")
+                if stream is not None and not rec.ok and rec.error:
+                    stream(r, "error", str(rec.error))
 
     timed_out = interrupted = False
     first_failure = None
@@ -248,7 +249,7 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
             if timeout is not None and now - t0 > timeout:
                 timed_out = True
                 break
-            if first_failure is None and any(ar.ready() and not record(r).get("ok") for r, ar in pending.items()):
+            if first_failure is None and any(ar.ready() and not record(r).ok for r, ar in pending.items()):
                 first_failure = now
             if first_failure is not None and now - first_failure > grace:
                 break  # fail fast: the others had their grace period
@@ -274,7 +275,7 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
             ar.wait_for_output(OUTPUT_WAIT)
     pump()
     elapsed = time.perf_counter() - t0
-    engine_died = [r for r, ar in pending.items() if ar.ready() and _engine_died(record(r))]
+    engine_died = [r for r, ar in pending.items() if ar.ready() and record(r).engine_died]
     if engine_died or (not dead and not all(ar.ready() for ar in pending.values())):
         dead = _settle_deaths(cluster, pending, engine_died)
 
@@ -282,7 +283,7 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
     for r, ar in pending.items():
         stdout[r] = ar.stdout or ""
         stderr[r] = ar.stderr or ""
-        if r in dead and (not ar.ready() or _engine_died(record(r))):
+        if r in dead and (not ar.ready() or record(r).engine_died):
             records[r], states[r] = None, "dead"
             faults[r] = cluster.fault_report(r)
             continue
@@ -293,7 +294,7 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
             continue
         rec = record(r)
         records[r] = rec
-        states[r] = "finished" if rec.get("ok") else "failed"
+        states[r] = "finished" if rec.ok else "failed"
     if dead:
         causes = [r for r in sorted(dead) if not dead[r].startswith("ended by the MPI launcher")]
         first = causes[0] if causes else min(dead)
@@ -306,17 +307,12 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
                          "run %mpijax restart (the --setup cells are replayed)")
         else:
             notes.append("the ranks still running can be interrupted (stop button) or restarted")
-    per_rank_hlo = {r: rec.get("hlo", []) for r, rec in records.items() if rec}
+    per_rank_hlo = {r: rec.hlo for r, rec in records.items() if rec}
     warnings = hlo_mod.analyze(per_rank_hlo) if any(per_rank_hlo.values()) else []
-    if hlo and cluster.hlo and not all(rec.get("hlo_capture", True) for rec in records.values() if rec):
+    if hlo and cluster.hlo and not all(rec.hlo_capture for rec in records.values() if rec):
         notes.append("HLO capture is off on some ranks (JAX was imported before mpinb set XLA_FLAGS)")
     return CellResult(code, targets, records, stdout, stderr, states, elapsed, warnings, timed_out,
                       compare, notes, inflight, dead, faults, interrupted)
-
-
-def _engine_died(rec: dict) -> bool:
-    err = rec.get("error") or {}
-    return err.get("ename") in ("RemoteError", "EngineError") and "died" in err.get("evalue", "")
 
 
 def _settle_deaths(cluster, pending, engine_died, wait: float = 1.5) -> dict[int, str]:
@@ -340,10 +336,9 @@ def _settle_deaths(cluster, pending, engine_died, wait: float = 1.5) -> dict[int
     return dead
 
 
-def _record(ar, rank: int) -> dict:
+def _record(ar, rank: int) -> RankRecord:
     """The engine's record, or a failure record if the engine itself failed."""
     try:
         return ar.get(0)
     except Exception as exc:  # noqa: BLE001 - e.g. EngineError: the engine died
-        return {"rank": rank, "ok": False, "error": {"ename": type(exc).__name__, "evalue": str(exc),
-                                                     "traceback": str(exc)}}
+        return RankRecord(rank=rank, ok=False, error=ErrorInfo(type(exc).__name__, str(exc), str(exc)))

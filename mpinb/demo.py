@@ -46,7 +46,7 @@ def run(n: int = 4, out=sys.stdout) -> int:
         else:
             print("  no warnings", file=out)
         print(f"\njit vs eager: {result.comparison_summary()}", file=out)
-        numpy_ok = all(rec and rec["show"]["matches_numpy"].get("repr") == "True" for rec in result.records.values())
+        numpy_ok = all(rec and rec.show["matches_numpy"].get("repr") == "True" for rec in result.records.values())
         cmp_ok = all(c.status == "equal" for c in result.comparisons) and result.comparisons
         bad_layout = [w for w in result.warnings if w.kind in ("non-row-major", "unconstrained", "divergent")]
         ok = result.ok and numpy_ok and bool(cmp_ok) and not bad_layout

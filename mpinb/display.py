@@ -50,7 +50,7 @@ def rank_block(result, rank: int) -> list[str]:
         else:
             lines.append(f"state: {state}")
     else:
-        lines.append(f"state: {state} in {rec.get('elapsed', 0.0):.3f} s")
+        lines.append(f"state: {state} in {rec.elapsed:.3f} s")
     out = result.stdout.get(rank, "")
     err = result.stderr.get(rank, "")
     if out:
@@ -58,17 +58,15 @@ def rank_block(result, rank: int) -> list[str]:
     if err:
         lines += ["stderr:", _indent(err)]
     if rec:
-        if rec.get("result") is not None:
-            lines += _value_lines("Out", rec["result"])
-        for name, summary in rec.get("show", {}).items():
+        if rec.result is not None:
+            lines += _value_lines("Out", rec.result)
+        for name, summary in rec.show.items():
             lines += _value_lines(name, summary)
-        if rec.get("error"):
-            e = rec["error"]
-            lines += [f"error: {e['ename']}: {e['evalue']}", _indent(e.get("traceback", ""))]
-        if rec.get("eager_error"):
-            e = rec["eager_error"]
-            lines += [f"eager run failed: {e['ename']}: {e['evalue']}"]
-        for c in rec.get("comparisons", []):
+        if rec.error:
+            lines += [f"error: {rec.error}", _indent(rec.error.traceback)]
+        if rec.eager_error:
+            lines += [f"eager run failed: {rec.eager_error}"]
+        for c in rec.comparisons:
             lines.append(f"compare: {c}")
     for w in result.warnings:
         if w.rank == rank:
@@ -99,9 +97,11 @@ _STYLE = ("font-family:monospace;font-size:12px;white-space:pre-wrap;margin:0;"
 def _png_tags(rec) -> str:
     tags = []
     items = []
-    if rec.get("result"):
-        items.append(("Out", rec["result"]))
-    items += list(rec.get("show", {}).items())
+    if rec is None:
+        return ""
+    if rec.result:
+        items.append(("Out", rec.result))
+    items += list(rec.show.items())
     for name, s in items:
         if s.get("png"):
             data = base64.b64encode(s["png"]).decode()
@@ -110,7 +110,7 @@ def _png_tags(rec) -> str:
 
 
 def rank_html(result, rank: int) -> str:
-    rec = result.records.get(rank) or {}
+    rec = result.records.get(rank)
     state = result.states.get(rank, "?")
     color = {"finished": "#2e7d32", "failed": "#c62828", "running": "#ef6c00", "dead": "#6a1b9a"}.get(state, "#555")
     body = html.escape("\n".join(rank_block(result, rank)))

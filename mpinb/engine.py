@@ -22,10 +22,10 @@ import socket
 import sys
 import threading
 import time
-import traceback
 
 from . import compare as cmp
 from . import values
+from .records import ErrorInfo, RankRecord
 
 STATE: dict = {}
 HLO_SUFFIX = ".cpu_after_optimizations.txt"
@@ -47,8 +47,7 @@ def _write_status() -> None:
     status_dir = STATE.get("status_dir")
     if not status_dir:
         return
-    record = {"rank": STATE["rank"], "pid": os.getpid(), "cell": STATE.get("running"),
-              "inflight": mpi.inflight(), "calls": mpi.counters()["calls"], "time": time.time()}
+    record = {"inflight": mpi.inflight(), "time": time.time()}  # read by MPICluster.inflight
     path = status_path(status_dir, STATE["rank"])
     tmp = path + ".tmp"
     with open(tmp, "w") as fh:
@@ -168,12 +167,11 @@ def _execute(code: str, ns: dict, filename: str):
     return None
 
 
-def _error(exc: BaseException) -> dict:
+def _error(exc: BaseException) -> ErrorInfo:
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
         tb = tb.tb_next
-    text = "".join(traceback.format_exception(type(exc), exc, tb))
-    return {"ename": type(exc).__name__, "evalue": str(exc), "traceback": text}
+    return ErrorInfo.from_exception(exc, tb)
 
 
 def _flatten(tree):
@@ -266,7 +264,7 @@ def _compare_passes(names, ns, value, eager_ns, eager_value, stdout, eager_stdou
 
 
 def run_cell(code: str, *, compare: bool = False, show: tuple[str, ...] = (), hlo: bool = True,
-             images: bool = False, participants: tuple[int, ...] | None = None) -> dict:
+             images: bool = False, participants: tuple[int, ...] | None = None) -> RankRecord:
     """Run one cell here and describe what happened (see module docstring). ``participants``:
     the ranks that run this cell when not all do; a collective that needs another rank then
     fails at once instead of waiting forever."""
@@ -283,17 +281,16 @@ def run_cell(code: str, *, compare: bool = False, show: tuple[str, ...] = (), hl
         STATE["running"] = None
 
 
-def _run_cell(cell_no, code, *, compare, show, hlo, images) -> dict:
+def _run_cell(cell_no, code, *, compare, show, hlo, images) -> RankRecord:
     filename = f"<mpijax-cell-{cell_no}>"
     ns = _namespace()
     before = {k: id(v) for k, v in ns.items()}
-    record = {"rank": STATE.get("rank"), "ok": True, "error": None, "result": None, "show": {},
-              "comparisons": [], "eager_error": None, "hlo": [], "hlo_capture": STATE.get("hlo_ok", False)}
+    record = RankRecord(rank=STATE.get("rank"), ok=True, hlo_capture=STATE.get("hlo_ok", False))
     if hlo:
         new_hlo_modules()  # forget modules compiled outside %%mpijax cells
     eager_ns, eager_value, eager_stdout = None, None, ""
     if compare:
-        eager_ns, eager_value, eager_stdout, record["eager_error"] = _eager_pass(code, ns, filename)
+        eager_ns, eager_value, eager_stdout, record.eager_error = _eager_pass(code, ns, filename)
     t0 = time.perf_counter()
     value = None
     tee = _Tee(sys.stdout) if compare else None
@@ -301,19 +298,19 @@ def _run_cell(cell_no, code, *, compare, show, hlo, images) -> dict:
         with contextlib.redirect_stdout(tee) if tee else contextlib.nullcontext():
             value = _execute(code, ns, filename)
     except BaseException as exc:  # noqa: BLE001 - reported to the client per rank
-        record["ok"] = False
-        record["error"] = _error(exc)
-    record["elapsed"] = time.perf_counter() - t0
+        record.ok = False
+        record.error = _error(exc)
+    record.elapsed = time.perf_counter() - t0
     if value is not None:
-        record["result"] = _summary(value, images)
+        record.result = _summary(value, images)
     for name in show:
-        record["show"][name] = _summary(ns[name], images) if name in ns else {"kind": "object", "repr": "<not defined>"}
-    if compare and record["ok"] and record["eager_error"] is None:
+        record.show[name] = _summary(ns[name], images) if name in ns else {"kind": "object", "repr": "<not defined>"}
+    if compare and record.ok and record.eager_error is None:
         assigned = [k for k, v in ns.items() if not k.startswith("_") and (k not in before or before[k] != id(v))]
-        record["comparisons"] = _compare_passes(assigned, ns, value, eager_ns, eager_value,
+        record.comparisons = _compare_passes(assigned, ns, value, eager_ns, eager_value,
                                                 tee.copy.getvalue(), eager_stdout)
     if hlo:
-        record["hlo"] = new_hlo_modules()
+        record.hlo = new_hlo_modules()
     return record
 
 

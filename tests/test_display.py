@@ -9,16 +9,16 @@ from views import widget_html
 from mpinb import compare as cmp
 from mpinb import display, hlo, values
 from mpinb.cell import CellResult, parse_ranks
+from mpinb.records import ErrorInfo, RankRecord
 
 
 def result():
     recs = {
-        0: {"rank": 0, "ok": True, "elapsed": 0.01, "error": None, "result": values.summarize(np.arange(8.0)),
-            "show": {"y": values.summarize(np.ones((2, 2)), image=True)},
-            "comparisons": [cmp.Comparison("y", "equal")], "eager_error": None},
-        1: {"rank": 1, "ok": False, "elapsed": 0.02, "result": None, "show": {},
-            "error": {"ename": "ValueError", "evalue": "boom", "traceback": "Traceback...\nValueError: boom"},
-            "comparisons": [], "eager_error": None},
+        0: RankRecord(rank=0, ok=True, elapsed=0.01, result=values.summarize(np.arange(8.0)),
+                      show={"y": values.summarize(np.ones((2, 2)), image=True)},
+                      comparisons=[cmp.Comparison("y", "equal")]),
+        1: RankRecord(rank=1, ok=False, elapsed=0.02,
+                      error=ErrorInfo("ValueError", "boom", "Traceback...\nValueError: boom")),
         2: None,
     }
     w = [hlo.HloWarning("unconstrained", 0, "jit_f", "cc.1", "custom call x has no operand layout constraints"),
@@ -89,3 +89,18 @@ def test_widget_html_and_text_carry_the_same_facts():
         assert fact in text, fact
         assert fact in page, fact
         assert fact in widget, fact
+
+
+def test_records_are_typed_and_pickle():
+    import pickle
+    import typing
+
+    from mpinb.records import State
+
+    rec = result().records[1]
+    assert pickle.loads(pickle.dumps(rec)) == rec  # noqa: S301 - our own bytes
+    assert rec.error.ename == "ValueError" and str(rec.error) == "ValueError: boom"
+    assert set(typing.get_args(State)) == {"finished", "failed", "running", "dead"}
+    assert set(result().states.values()) <= set(typing.get_args(State))
+    with pytest.raises(TypeError):
+        RankRecord(0, True, 0.0, None, None, {}, [], None, [], False, "extra")  # no stray fields

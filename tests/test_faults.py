@@ -40,7 +40,7 @@ def cluster():
 def usable(c):
     res = c.run_cell("int(mpi.allreduce(jnp.int32(1), MPI.SUM)) + 0 * ready", timeout=NO_HANG)
     assert res.ok, res.text()
-    assert res.records[0]["result"]["repr"] == str(c.n)
+    assert res.records[0].result["repr"] == str(c.n)
 
 
 def timed(fn):
@@ -62,7 +62,7 @@ def test_rank_raising_before_a_collective_is_reported_fast(cluster):
     res = cluster.run_cell(code, stream=fail)
     assert time.perf_counter() - fail.pressed_at < DEFAULT_GRACE + SLACK
     assert res.states == {0: "running", 1: "failed", 2: "running"}
-    assert res.records[1]["error"]["evalue"] == "rank 1 gives up"
+    assert res.records[1].error.evalue == "rank 1 gives up"
     for r in (0, 2):
         assert res.inflight[r]["op"] == "allreduce" and res.inflight[r]["bytes"] == 8
     text = res.text()
@@ -83,8 +83,8 @@ def test_checked_mode_turns_a_mismatch_into_the_same_error_on_every_rank(cluster
     assert res.states == {0: "failed", 1: "failed", 2: "failed"}
     for r in range(3):
         assert ("checked mode: ranks disagree on the collective: rank 1 called alltoall float32[3,64,64] (#"
-                in res.records[r]["error"]["evalue"])
-        assert "rank 0 called allreduce float32[4] SUM" in res.records[r]["error"]["evalue"]
+                in res.records[r].error.evalue)
+        assert "rank 0 called allreduce float32[4] SUM" in res.records[r].error.evalue
     usable(cluster)  # no restart needed
 
 
@@ -113,7 +113,7 @@ def test_interrupt_frees_ranks_running_python(cluster):
     res = cluster.run_cell("import time\nprint('tick', flush=True)\ntime.sleep(60)", stream=stop)
     assert time.perf_counter() - stop.pressed_at < DEFAULT_GRACE + SLACK
     assert res.interrupted
-    assert all(res.records[r]["error"]["ename"] == "KeyboardInterrupt" for r in range(3))
+    assert all(res.records[r].error.ename == "KeyboardInterrupt" for r in range(3))
     usable(cluster)  # no restart needed
 
 
@@ -126,7 +126,7 @@ def test_interrupt_says_when_ranks_stay_blocked_in_mpi(cluster):
         stream=stop)
     assert time.perf_counter() - stop.pressed_at < DEFAULT_GRACE + SLACK
     assert res.interrupted
-    assert res.records[0]["error"]["ename"] == "KeyboardInterrupt"
+    assert res.records[0].error.ename == "KeyboardInterrupt"
     assert res.states[1] == res.states[2] == "running"
     assert "SIGINT cannot free them: run %mpijax restart" in res.text()
     assert "SIGINT cannot free them: run %mpijax restart" in widget_html(display.build_widget(res))
@@ -159,8 +159,8 @@ def test_engine_death_is_reported_with_rank_and_cause(cluster, how, cause):
 def test_mpi_error_inside_a_handler_is_an_exception_on_that_rank(cluster):
     res = cluster.run_cell("mpi.sendrecv(jnp.ones(8), jnp.zeros(4), source=rank, dest=rank)", timeout=NO_HANG)
     assert set(res.states.values()) == {"failed"}
-    assert "MPI_Sendrecv failed" in res.records[2]["error"]["evalue"]
-    assert "mpinb.sendrecv: rank 2" in res.records[2]["error"]["evalue"]
+    assert "MPI_Sendrecv failed" in res.records[2].error.evalue
+    assert "mpinb.sendrecv: rank 2" in res.records[2].error.evalue
     usable(cluster)
 
 

@@ -83,7 +83,7 @@ def test_python_state_makes_jit_differ_from_eager(ip, capsys):
     assert res.ok
     assert "jit != eager" in res.summary()
     for rank in (0, 1):
-        diff = next(c for c in res.records[rank]["comparisons"] if c.name == "r")
+        diff = next(c for c in res.records[rank].comparisons if c.name == "r")
         assert diff.status == "different"
         assert diff.max_abs == 1.0 + rank and diff.first_index == (0,)
     assert "compare: r: jit != eager, max abs diff 2" in out
@@ -115,7 +115,7 @@ def test_error_on_one_rank_and_rank_selection(ip, capsys):
 def test_show_summaries_and_result(ip):
     res = cell(ip, "--show block", "block.sum()")
     rec = res.records[0]
-    assert rec["show"]["block"]["shape"] == (4, 12) and rec["result"]["kind"] == "array"
+    assert rec.show["block"]["shape"] == (4, 12) and rec.result["kind"] == "array"
 
 
 def test_timeout_reports_running_ranks(ip):
@@ -150,7 +150,7 @@ def test_status_and_hlo_view(ip, capsys):
 def test_hlo_analysis_costs_nothing_when_nothing_compiles(ip):
     cell(ip, "", "w = t + 1")  # compiles the add once
     res = cell(ip, "", "w = t + 1")
-    assert all(rec["hlo"] == [] for rec in res.records.values())
+    assert all(rec.hlo == [] for rec in res.records.values())
 
 
 def test_compare_sees_a_stale_global_in_a_function_of_an_earlier_cell(ip):
@@ -160,7 +160,7 @@ def test_compare_sees_a_stale_global_in_a_function_of_an_earlier_cell(ip):
     assert "jit != eager: r_scaled on ranks 0-1" in res.summary()
     assert "plain" not in res.comparison_summary()  # NumPy arrays the cell built are not compared
     for rank in (0, 1):
-        diff = next(c for c in res.records[rank]["comparisons"] if c.name == "r_scaled")
+        diff = next(c for c in res.records[rank].comparisons if c.name == "r_scaled")
         assert diff.status == "different" and diff.max_abs == 4.0  # 8 under jit, 12 eagerly
 
 
@@ -180,7 +180,7 @@ def test_compare_sees_trace_time_side_effects(ip):
     summary = res.comparison_summary()
     assert "n_calls on ranks 0-1" in summary and "stdout on ranks 0-1" in summary, summary
     assert "y_once" not in summary  # equal: the value itself is right
-    out = next(c for c in res.records[1]["comparisons"] if c.name == "stdout")
+    out = next(c for c in res.records[1].comparisons if c.name == "stdout")
     assert "the jitted run printed 1 line, the eager run 2" in out.detail
 
 
@@ -208,8 +208,8 @@ def test_a_collective_in_a_cell_restricted_with_ranks_fails_at_once(ip):
     res = cell(ip, "--ranks 0 --no-raise --timeout 60", "mpi.allreduce(jnp.ones(2), MPI.SUM)")
     assert not res.timed_out and res.states == {0: "failed"}
     assert ("mpinb.allreduce: rank 0: its communicator includes rank 1, which does not run this cell "
-            "(%%mpijax --ranks)") in res.records[0]["error"]["evalue"]
+            "(%%mpijax --ranks)") in res.records[0].error.evalue
     res = cell(ip, "--ranks 1 --no-raise --timeout 60", "mpi.send(jnp.ones(2), 0)")
-    assert "mpinb.send: rank 1: it waits for rank 0, which does not run this cell" in res.records[1]["error"]["evalue"]
+    assert "mpinb.send: rank 1: it waits for rank 0, which does not run this cell" in res.records[1].error.evalue
     assert cell(ip, "--ranks 0", "mpi.send(jnp.ones(2), MPI.PROC_NULL)\n7").ok  # nobody to wait for
-    assert cell(ip, "", "int(mpi.allreduce(jnp.int32(1), MPI.SUM))").records[1]["result"]["repr"] == "2"
+    assert cell(ip, "", "int(mpi.allreduce(jnp.int32(1), MPI.SUM))").records[1].result["repr"] == "2"

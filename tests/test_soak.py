@@ -48,7 +48,7 @@ def test_soak(ip):
         run(ip, "--show y", f"y = f(x) * {i}")
     res = run(ip, "", f"calls0 = mpi.counters()['calls']\nfor _ in range({COLLECTIVES}):\n"
                       f"    f(x).block_until_ready()\nmpi.counters()['calls'] - calls0")
-    assert res.records[0]["result"]["repr"] == str(COLLECTIVES)
+    assert res.records[0].result["repr"] == str(COLLECTIVES)
     after = usage(ip)
     for (mem0, fd0), (mem1, fd1) in zip(before, after, strict=False):
         assert mem1 - mem0 < MEMORY_SLACK_MB, (before, after)

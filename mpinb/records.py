@@ -1,0 +1,55 @@
+"""The records that cross from the engines to the notebook: typed, picklable, built by keyword.
+
+An engine returns one :class:`RankRecord` per cell; the client turns the ranks' records, their
+output and their states into a :class:`~mpinb.cell.CellResult`. Values (``result``, ``show``)
+are the summaries of :func:`mpinb.values.summarize`; comparisons are
+:class:`mpinb.compare.Comparison`. Pure: no JAX, no IPython.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from typing import Literal
+
+#: what a rank did with a cell: ran it to the end, raised, is still in it, or its process ended
+State = Literal["finished", "failed", "running", "dead"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorInfo:
+    """An exception raised on a rank, as text (exceptions themselves may not unpickle here)."""
+
+    ename: str
+    evalue: str
+    traceback: str = ""
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, tb=None) -> ErrorInfo:
+        text = "".join(traceback.format_exception(type(exc), exc, tb if tb is not None else exc.__traceback__))
+        return cls(ename=type(exc).__name__, evalue=str(exc), traceback=text)
+
+    def __str__(self) -> str:
+        return f"{self.ename}: {self.evalue}"
+
+
+@dataclasses.dataclass
+class RankRecord:
+    """What one rank reports about one cell."""
+
+    rank: int
+    ok: bool
+    elapsed: float = 0.0
+    error: ErrorInfo | None = None
+    result: dict | None = None                                  # summary of the cell's value
+    show: dict[str, dict] = dataclasses.field(default_factory=dict)  # --show summaries by name
+    comparisons: list = dataclasses.field(default_factory=list)  # compare.Comparison, --compare
+    eager_error: ErrorInfo | None = None                        # the eager pass of --compare raised
+    hlo: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (module, optimized HLO)
+    hlo_capture: bool = False                                   # HLO dumps work on this rank
+
+    @property
+    def engine_died(self) -> bool:
+        """ipyparallel's report that the engine process went away (no record of the cell)."""
+        return (self.error is not None and self.error.ename in ("RemoteError", "EngineError")
+                and "died" in self.error.evalue)
