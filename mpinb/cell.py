@@ -215,6 +215,7 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
     kwargs = {"compare": compare, "show": tuple(show), "hlo": hlo and cluster.hlo, "images": images,
               "participants": tuple(targets) if len(targets) < len(cluster.client.ids) else None}
     pending = {r: cluster.client[r].apply_async(engine.run_cell, code, **kwargs) for r in targets}
+    cluster.watch(pending)
     seen = {(r, s): 0 for r in targets for s in ("stdout", "stderr")}
     announced = set()
     finished: dict[int, RankRecord] = {}

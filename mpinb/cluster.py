@@ -190,14 +190,31 @@ class MPICluster:
         namespaces are discarded anyway, and a rank blocked inside MPI would not answer."""
         self._teardown()
 
-    def _engine_pids(self) -> list[int]:
-        return [e["pid"] for e in self.engines if "pid" in e]
+    def _signal_engines(self, sig: int, ranks=None) -> None:
+        """Send ``sig`` to engines through ipyparallel: each engine's nanny, on the engine's own
+        host, signals its engine. Never a local os.kill with a PID an engine reported: on a
+        cluster that number belongs to another host."""
+        if self.client is None:
+            return
+        targets = sorted(self._registered() if ranks is None else set(ranks) & self._registered())
+        if targets:
+            with contextlib.suppress(Exception):  # an engine already gone has no nanny to answer
+                self.client.send_signal(sig, targets=targets, block=False)
+
+    def _registered(self) -> set[int]:
+        """Engine ids the controller still knows (a dead engine's nanny unregisters it)."""
+        try:
+            return set(self.client.ids) if self.client is not None else set()
+        except Exception:  # noqa: BLE001 - the controller itself is gone
+            return set()
 
     def _kill_engines(self) -> None:
-        """SIGKILL every engine process (SIGINT cannot free a rank blocked inside MPI)."""
-        for pid in self._engine_pids():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+        """SIGKILL every engine (SIGINT cannot free a rank blocked inside MPI), then give the
+        nannies a moment to report them gone."""
+        self._signal_engines(signal.SIGKILL)
+        end = time.monotonic() + 3.0
+        while self._registered() and time.monotonic() < end:
+            time.sleep(0.05)
 
     def _kill_launchers(self, cluster) -> None:
         """SIGKILL the mpiexec processes (after the engines), so that stopping does not wait."""
@@ -228,11 +245,7 @@ class MPICluster:
     def interrupt(self, ranks=None) -> None:
         """SIGINT the engines (the notebook's stop button). A rank in Python stops with
         KeyboardInterrupt; a rank blocked inside MPI stays blocked (see inflight)."""
-        chosen = set(ranks) if ranks is not None else None
-        for e in self.engines:
-            if chosen is None or e["rank"] in chosen:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(e["pid"], signal.SIGINT)
+        self._signal_engines(signal.SIGINT, ranks)
 
     def exit_records(self) -> dict[int, dict]:
         """How dead engines ended, written by mpinb.launch: {rank: {"description": ...}}."""
@@ -250,40 +263,33 @@ class MPICluster:
         return out
 
     def dead_ranks(self) -> dict[int, str]:
-        """{rank: how it ended} for engines that are gone."""
+        """{rank: how it ended} for engines that are gone: unregistered from the controller (their
+        nanny saw them exit), described by the launcher's exit record where there is one."""
         records = self.exit_records()
+        registered = self._registered()
         dead = {}
         for e in self.engines:
-            rank, pid = e["rank"], e["pid"]
-            alive = True
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                alive = False
-            except PermissionError:
-                pass
+            rank = e["rank"]
             if rank in records:
                 dead[rank] = records[rank]["description"]
-            elif not alive:
+            elif rank not in registered:
                 dead[rank] = "process ended"
         return dead
 
-    def inflight(self, rank: int) -> dict | None:
-        """The MPI call rank is blocked in, from its status file (None if idle or unknown)."""
-        if not self.status_dir:
-            return None
-        from .engine import status_path
+    def watch(self, results: dict) -> None:
+        """The AsyncResults of the cell being submitted, by rank: where ``inflight`` reads."""
+        self._watched = dict(results)
 
-        try:
-            with open(status_path(self.status_dir, rank)) as fh:
-                rec = json.load(fh)
-        except (OSError, ValueError):
+    def inflight(self, rank: int) -> dict | None:
+        """The MPI call ``rank`` is blocked in, as its engine last published it over the
+        network while running a cell (None if idle, not in a collective, or unknown)."""
+        from .engine import STATUS_KEY
+
+        ar = self.outstanding.get(rank) or getattr(self, "_watched", {}).get(rank)
+        status = (ar.data or {}).get(STATUS_KEY) if ar is not None else None
+        if not status or not status.get("inflight"):
             return None
-        if rec.get("inflight"):
-            info = dict(rec["inflight"])
-            info["age"] = max(0.0, time.time() - rec.get("time", time.time()))
-            return info
-        return None
+        return dict(status["inflight"], age=0.0)  # published every 0.2 s: "seconds" is fresh
 
     def fault_report(self, rank: int) -> str:
         """What faulthandler wrote for a rank that crashed (segfault traceback), if anything."""

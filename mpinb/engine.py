@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import faulthandler
 import io
-import json
 import linecache
 import os
 import socket
@@ -33,37 +32,34 @@ MAX_HLO_CHARS = 2_000_000
 STATUS_PERIOD = 0.2
 
 
-def status_path(status_dir: str, rank: int) -> str:
-    return os.path.join(status_dir, f"rank{rank}.json")
-
-
 def fault_path(status_dir: str, rank: int) -> str:
     return os.path.join(status_dir, f"fault-rank{rank}.txt")
 
 
-def _write_status() -> None:
+#: key of the status a running cell publishes (ipyparallel's data channel: AsyncResult.data)
+STATUS_KEY = "mpinb_status"
+
+
+def _publish_status() -> None:
+    """Send {"inflight": the MPI call this rank waits in, or None} to the notebook over the
+    engine's IOPub connection, as data of the cell that runs now (no shared filesystem)."""
+    from ipyparallel.datapub import publish_data
+
     from mpinb import mpi
 
-    status_dir = STATE.get("status_dir")
-    if not status_dir:
-        return
-    record = {"inflight": mpi.inflight(), "time": time.time()}  # read by MPICluster.inflight
-    path = status_path(status_dir, STATE["rank"])
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(record, fh)
-    os.replace(tmp, path)
+    publish_data({STATUS_KEY: {"inflight": mpi.inflight(), "cell": STATE.get("running")}})
 
 
 def _status_loop() -> None:
     """Publish, while a cell runs, which MPI call this rank is blocked in (read by the client
-    when a rank fails, a timeout expires or the user interrupts)."""
+    when a rank fails, a timeout expires or the user interrupts). A thread: the main thread may
+    be blocked inside MPI, which releases the GIL."""
     was_running = False
     while True:
         running = STATE.get("running") is not None
         if running or was_running:
             with contextlib.suppress(Exception):  # status is best effort: never kill the engine
-                _write_status()
+                _publish_status()
         was_running = running
         time.sleep(STATUS_PERIOD)
 

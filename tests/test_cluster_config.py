@@ -55,3 +55,15 @@ def test_not_running_cluster_status_and_run_cell():
     assert cluster.status() == {"running": False, "n": 2}
     with pytest.raises(RuntimeError, match="no cluster running"):
         cluster.run_cell("1")
+
+
+def test_no_local_signal_to_an_engine_pid():
+    """Engines may run on other hosts: mpinb signals them through ipyparallel (their nanny),
+    never with os.kill on a PID that an engine reported about itself."""
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "mpinb"
+    offenders = [f"{p.name}:{n}" for p in sorted(root.rglob("*.py"))
+                 for n, line in enumerate(p.read_text().splitlines(), 1)
+                 if "os.kill(" in line and not line.lstrip().startswith("#")]
+    assert not offenders, offenders

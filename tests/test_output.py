@@ -40,3 +40,27 @@ def test_first_cell_of_fresh_clusters_loses_no_line(cluster):
             assert lines[1:] == [f"rank {r} line {i}" for i in range(LINES)], (attempt, r, len(lines))
             assert streamed[r] == res.stdout[r], (attempt, r)
             assert res.stderr[r] == "done\n", (attempt, r, res.stderr[r])
+
+
+def test_stop_leaves_no_process_behind(cluster):
+    """Engines, nannies, launcher and controller all end with stop(), even with a rank blocked in
+    MPI and another sleeping (signals go through ipyparallel, not local PIDs)."""
+    import psutil
+
+    if not cluster.running:
+        cluster.start()
+    res = cluster.run_cell("import time\nfrom mpi4py import MPI\nfrom mpinb import mpi\n"
+                           "if MPI.COMM_WORLD.Get_rank() == 1:\n    time.sleep(300)\nmpi.barrier()", timeout=3)
+    assert res.timed_out
+    before = psutil.Process().children(recursive=True)
+    assert len(before) >= 4
+    cluster.stop()
+    survivors = []
+    for proc in before:
+        try:
+            proc.wait(timeout=10)
+        except psutil.TimeoutExpired:
+            survivors.append(" ".join(proc.cmdline()[:4]))
+        except psutil.NoSuchProcess:
+            pass
+    assert not survivors, survivors
