@@ -277,7 +277,7 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
     pump()
     elapsed = time.perf_counter() - t0
     engine_died = [r for r, ar in pending.items() if ar.ready() and record(r).engine_died]
-    if engine_died or (not dead and not all(ar.ready() for ar in pending.values())):
+    if engine_died or dead or not all(ar.ready() for ar in pending.values()):
         dead = _settle_deaths(cluster, pending, engine_died)
 
     records, states, stdout, stderr, notes, inflight, faults = {}, {}, {}, {}, [], {}, {}
@@ -316,14 +316,15 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
                       compare, notes, inflight, dead, faults, interrupted)
 
 
-def _settle_deaths(cluster, pending, engine_died, wait: float = 1.5) -> dict[int, str]:
+def _settle_deaths(cluster, pending, engine_died, wait: float = 5.0) -> dict[int, str]:
     """{rank: cause} of dead ranks among ``pending``; ranks mpiexec took down after the first
-    death are described as such."""
+    death are described as such. Waits (up to ``wait`` s) for the exit record of at least one
+    dead rank: it travels through the MPI launcher's output, after the death itself is known."""
     end = time.perf_counter() + wait
     while True:
         dead = {r: why for r, why in cluster.dead_ranks().items() if r in pending}
         records = cluster.exit_records()
-        if (not engine_died or all(r in dead for r in engine_died)) and (records or not dead):
+        if (not engine_died or all(r in dead for r in engine_died)) and (not dead or any(r in records for r in dead)):
             break
         if time.perf_counter() > end:
             break

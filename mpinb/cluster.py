@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import json
 import os
 import shutil
 import signal
@@ -248,33 +247,26 @@ class MPICluster:
         self._signal_engines(signal.SIGINT, ranks)
 
     def exit_records(self) -> dict[int, dict]:
-        """How dead engines ended, written by mpinb.launch: {rank: {"description": ...}}."""
-        out = {}
-        if not self.status_dir or not os.path.isdir(self.status_dir):
-            return out
-        for path in glob.glob(os.path.join(self.status_dir, "exit-rank*.json")):
-            try:
-                with open(path) as fh:
-                    rec = json.load(fh)
-            except (OSError, ValueError):
-                continue
-            if rec.get("rank") is not None:
-                out[int(rec["rank"])] = rec
+        """How dead engines ended: {rank: {"description": ..., "fault": ...}}, from the exit
+        record lines mpinb.launch writes and the MPI launcher brings back (mpinb.status)."""
+        from .status import parse_exit_lines
+
+        out: dict[int, dict] = {}
+        engine_sets = getattr(self._cluster, "engines", {}) if self._cluster is not None else {}
+        for engine_set in list(engine_sets.values()):
+            with contextlib.suppress(Exception):  # no output yet
+                out.update(parse_exit_lines(engine_set.get_output() or ""))
         return out
 
     def dead_ranks(self) -> dict[int, str]:
         """{rank: how it ended} for engines that are gone: unregistered from the controller (their
         nanny saw them exit), described by the launcher's exit record where there is one."""
-        records = self.exit_records()
         registered = self._registered()
-        dead = {}
-        for e in self.engines:
-            rank = e["rank"]
-            if rank in records:
-                dead[rank] = records[rank]["description"]
-            elif rank not in registered:
-                dead[rank] = "process ended"
-        return dead
+        gone = [e["rank"] for e in self.engines if e["rank"] not in registered]
+        if not gone:
+            return {}
+        records = self.exit_records()  # only read once something ended: it is the launcher's log
+        return {rank: records[rank]["description"] if rank in records else "process ended" for rank in gone}
 
     def watch(self, results: dict) -> None:
         """The AsyncResults of the cell being submitted, by rank: where ``inflight`` reads."""
@@ -283,25 +275,15 @@ class MPICluster:
     def inflight(self, rank: int) -> dict | None:
         """The MPI call ``rank`` is blocked in, as its engine last published it over the
         network while running a cell (None if idle, not in a collective, or unknown)."""
-        from .engine import STATUS_KEY
+        from .status import inflight_of
 
         ar = self.outstanding.get(rank) or getattr(self, "_watched", {}).get(rank)
-        status = (ar.data or {}).get(STATUS_KEY) if ar is not None else None
-        if not status or not status.get("inflight"):
-            return None
-        return dict(status["inflight"], age=0.0)  # published every 0.2 s: "seconds" is fresh
+        info = inflight_of(ar.data) if ar is not None else None
+        return None if info is None else dict(info, age=0.0)  # published every 0.2 s: fresh
 
     def fault_report(self, rank: int) -> str:
         """What faulthandler wrote for a rank that crashed (segfault traceback), if anything."""
-        if not self.status_dir:
-            return ""
-        from .engine import fault_path
-
-        try:
-            with open(fault_path(self.status_dir, rank)) as fh:
-                return fh.read(4000)
-        except OSError:
-            return ""
+        return self.exit_records().get(rank, {}).get("fault", "")
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait up to ``timeout`` seconds (None: no limit) for the ranks still running an

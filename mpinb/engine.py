@@ -25,19 +25,12 @@ import time
 from . import compare as cmp
 from . import values
 from .records import ErrorInfo, RankRecord
+from .status import fault_path, status_message
 
 STATE: dict = {}
 HLO_SUFFIX = ".cpu_after_optimizations.txt"
 MAX_HLO_CHARS = 2_000_000
 STATUS_PERIOD = 0.2
-
-
-def fault_path(status_dir: str, rank: int) -> str:
-    return os.path.join(status_dir, f"fault-rank{rank}.txt")
-
-
-#: key of the status a running cell publishes (ipyparallel's data channel: AsyncResult.data)
-STATUS_KEY = "mpinb_status"
 
 
 def _publish_status() -> None:
@@ -47,7 +40,7 @@ def _publish_status() -> None:
 
     from mpinb import mpi
 
-    publish_data({STATUS_KEY: {"inflight": mpi.inflight(), "cell": STATE.get("running")}})
+    publish_data(status_message(mpi.inflight(), STATE.get("running")))
 
 
 def _status_loop() -> None:

@@ -1,21 +1,23 @@
 """Engine wrapper: ``python -m mpinb.launch --status-dir DIR -- ENGINE COMMAND...``.
 
-mpiexec starts this wrapper as the rank process; it runs the real engine as a child (which
-inherits the MPI environment and becomes the MPI rank), forwards SIGINT/SIGTERM/SIGHUP to it,
-and when the child ends abnormally writes ``DIR/exit-rank{R}.json`` with its exit code or the
-signal that killed it. That is how a SIGKILL, a segfault or ``os._exit`` of one rank is reported
-by rank and cause instead of as a generic timeout. The wrapper exits like its child.
+mpiexec (or srun) starts this wrapper as the rank process; it runs the real engine as a child
+(which inherits the MPI environment and becomes the MPI rank), forwards SIGINT/SIGTERM/SIGHUP to
+it, and when the child ends abnormally writes one exit record line to stderr (see
+:mod:`mpinb.status`): the exit code or the signal that killed it, and what faulthandler wrote.
+The MPI launcher carries that line to the notebook's host. That is how a SIGKILL, a segfault or
+``os._exit`` of one rank is reported by rank and cause instead of as a generic timeout. DIR is
+a directory on the engine's own host (for the fault file). The wrapper exits like its child.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import sys
-import time
+
+from .status import exit_line, fault_path
 
 RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
 
@@ -28,26 +30,12 @@ def rank_from_environment(env=os.environ) -> int | None:
     return None
 
 
-def describe_exit(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"killed by signal {-returncode} ({name})"
-    return f"exited with code {returncode}"
-
-
-def write_exit_record(status_dir: str, rank: int | None, pid: int, returncode: int) -> str:
-    record = {"rank": rank, "pid": pid, "returncode": returncode,
-              "signal": -returncode if returncode < 0 else None,
-              "description": describe_exit(returncode), "time": time.time()}
-    path = os.path.join(status_dir, f"exit-rank{rank if rank is not None else pid}.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(record, fh)
-    os.replace(tmp, path)
-    return path
+def read_fault(status_dir: str, rank: int | None) -> str:
+    try:
+        with open(fault_path(status_dir, rank)) as fh:
+            return fh.read()
+    except OSError:
+        return ""
 
 
 def main(argv=None) -> int:
@@ -69,7 +57,8 @@ def main(argv=None) -> int:
         signal.signal(sig, forward)
     returncode = child.wait()
     if returncode != 0:
-        write_exit_record(status_dir, rank_from_environment(), child.pid, returncode)
+        rank = rank_from_environment()
+        print(exit_line(rank, returncode, read_fault(status_dir, rank)), file=sys.stderr, flush=True)
     return 128 - returncode if returncode < 0 else returncode
 
 

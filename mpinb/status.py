@@ -1,0 +1,86 @@
+"""The protocol between the engines and the notebook beyond ipyparallel's results: what a rank is
+waiting in, and how a rank's process ended. Nothing here assumes a filesystem or a PID space
+shared with the notebook: on a cluster the engines run on other hosts.
+
+Two messages, both produced on the engine's host and carried by connections the cluster
+already has:
+
+1. **In-flight status** (engine -> notebook, while a cell runs). A thread of the engine calls
+   :func:`status_message` every 0.2 s and publishes the dict with ipyparallel's
+   ``publish_data``; it arrives as ``AsyncResult.data[STATUS_KEY]`` of the running cell::
+
+       {"inflight": {"op": "allreduce", "call": 57, "bytes": 16, "peer": -1, "seconds": 12.3}
+                    or None,             # the mpinb collective this rank is blocked in
+        "cell": 12}                      # the engine's cell counter
+
+2. **Exit record** (launcher wrapper -> notebook, when an engine process ends abnormally).
+   ``mpinb.launch`` writes one line to its stderr, which the MPI launcher (mpiexec, srun)
+   forwards to the process that started it, next to the notebook, where ipyparallel keeps it
+   in the engine set's output::
+
+       MPINB-EXIT {"rank": 1, "returncode": -11, "signal": 11,
+                   "description": "killed by signal 11 (SIGSEGV)", "fault": "Fatal Python error: ..."}
+
+   ``fault`` is what faulthandler wrote for the engine (a segfault's Python traceback), read
+   by the wrapper from a file on the engine's own host (:func:`fault_path`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+STATUS_KEY = "mpinb_status"
+EXIT_MARKER = "MPINB-EXIT "
+MAX_FAULT_CHARS = 4000
+
+
+def status_message(inflight: dict | None, cell: int | None) -> dict:
+    return {STATUS_KEY: {"inflight": inflight, "cell": cell}}
+
+
+def inflight_of(data: dict | None) -> dict | None:
+    """The in-flight record in a cell's published data (``AsyncResult.data``), if any."""
+    status = (data or {}).get(STATUS_KEY)
+    if not status or not status.get("inflight"):
+        return None
+    return dict(status["inflight"])
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by signal {-returncode} ({name})"
+    return f"exited with code {returncode}"
+
+
+def fault_path(directory: str, rank: int | None) -> str:
+    """Where an engine's faulthandler writes, on the engine's host."""
+    return os.path.join(directory, f"fault-rank{rank}.txt")
+
+
+def exit_line(rank: int | None, returncode: int, fault: str = "") -> str:
+    record = {"rank": rank, "returncode": returncode, "signal": -returncode if returncode < 0 else None,
+              "description": describe_exit(returncode), "fault": fault[:MAX_FAULT_CHARS]}
+    return EXIT_MARKER + json.dumps(record)
+
+
+def parse_exit_lines(text: str) -> dict[int, dict]:
+    """{rank: exit record} from a launcher's output (other lines are ignored; a later record of
+    the same rank wins)."""
+    out = {}
+    for line in text.splitlines():
+        at = line.find(EXIT_MARKER)
+        if at < 0:
+            continue
+        try:
+            record = json.loads(line[at + len(EXIT_MARKER):])
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("rank"), int):
+            out[record["rank"]] = record
+    return out
