@@ -1,0 +1,33 @@
+"""The engine/notebook protocol (mpinb/status.py) read and written as the two sides do."""
+
+import subprocess
+import sys
+
+from mpinb import status
+
+
+def test_exit_lines_survive_the_launcher_output_around_them():
+    fault = 'Fatal Python error: Segmentation fault\n  File "<mpijax-cell-1>", line 3'
+    text = "\n".join(["2026-12-03 engine log line", status.exit_line(1, -11, fault),
+                      "MPINB-EXIT {not json", status.exit_line(2, 3), ""])
+    records = status.parse_exit_lines(text)
+    assert sorted(records) == [1, 2]
+    assert records[1]["description"] == "killed by signal 11 (SIGSEGV)" and records[1]["fault"] == fault
+    assert records[2]["description"] == "exited with code 3" and records[2]["signal"] is None
+
+
+def test_inflight_of_published_data():
+    assert status.inflight_of(None) is None
+    assert status.inflight_of(status.status_message(None, 3)) is None
+    info = {"op": "barrier", "call": 2, "bytes": 0, "peer": -1, "seconds": 1.5}
+    assert status.inflight_of(status.status_message(info, 3)) == info
+
+
+def test_the_launch_wrapper_reports_how_its_child_ended(tmp_path):
+    """mpinb.launch on its own: the child dies of SIGKILL; the exit record line is on stderr."""
+    child = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    env = {"PMI_RANK": "5", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "mpinb.launch", "--status-dir", str(tmp_path), "--",
+                           sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 128 + 9
+    assert status.parse_exit_lines(proc.stderr)[5]["description"] == "killed by signal 9 (SIGKILL)"
