@@ -80,6 +80,7 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
 
     mpinb.mpi.set_checked(checked)
     mpinb.mpi.default_comm()  # clone COMM_WORLD now, on every rank, not inside some later cell
+    unlinked = _unlink_mpi_shared_memory()
     STATE.update(rank=rank, size=size, dump=dump, seen=_hlo_files(dump), cells=0,
                  hlo_ok=bool(dump) and not jax_was_loaded, status_dir=status_dir, running=None)
     if status_dir:
@@ -97,7 +98,35 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
         "jax": jax.__version__,
         "hlo_capture": STATE["hlo_ok"],
         "checked": checked,
+        "shm_unlinked": unlinked,
     }
+
+
+MPI_SHM_PREFIX = "/dev/shm/mpich_shm_"  # noqa: S108 - MPICH's name, read from /proc/self/maps
+
+
+def _unlink_mpi_shared_memory() -> list[str]:
+    """Unlink the name of the shared-memory segment MPICH made for this job, once every rank
+    has it mapped (after a barrier): the memory stays until the last rank ends, however it
+    ends, and no name is left in /dev/shm for a killed job (3 MB each) that a later job could
+    attach to. Segments made later (shared-memory windows) keep their names."""
+    from mpi4py import MPI
+
+    MPI.COMM_WORLD.Barrier()
+    names = set()
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                at = line.find(MPI_SHM_PREFIX)
+                if at >= 0:
+                    names.add(line[at:].split()[0])
+    except OSError:
+        return []
+    for name in sorted(names):
+        with contextlib.suppress(OSError):  # another rank of this host was first
+            os.unlink(name)
+    MPI.COMM_WORLD.Barrier()
+    return sorted(os.path.basename(n) for n in names)
 
 
 def _hlo_files(dump: str | None) -> set[str]:

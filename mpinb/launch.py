@@ -16,9 +16,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 from .status import exit_line, fault_path
 
+EXIT_LINGER = 1.0  # seconds
 RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
 
 
@@ -38,6 +40,25 @@ def read_fault(status_dir: str, rank: int | None) -> str:
         return ""
 
 
+def ensure_profile_dir(command: list[str], env=os.environ) -> None:
+    """ipyparallel tells the engine the notebook host's profile directory ($IPP_PROFILE_DIR or
+    --profile-dir); on another host it does not exist (the connection info comes in
+    $IPP_CONNECTION_INFO, nothing else is read from it), so make an empty one there rather than
+    let the engine refuse to start."""
+    if env.get("IPP_PROFILE_DIR"):
+        with contextlib.suppress(OSError):
+            os.makedirs(env["IPP_PROFILE_DIR"], exist_ok=True)
+    for i, arg in enumerate(command):
+        path = None
+        if arg.startswith("--profile-dir="):
+            path = arg.split("=", 1)[1]
+        elif arg == "--profile-dir" and i + 1 < len(command):
+            path = command[i + 1]
+        if path:
+            with contextlib.suppress(OSError):
+                os.makedirs(path, exist_ok=True)
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 3 or argv[0] != "--status-dir" or "--" not in argv:
@@ -46,6 +67,7 @@ def main(argv=None) -> int:
     status_dir = argv[1]
     command = argv[argv.index("--") + 1:]
     os.makedirs(status_dir, exist_ok=True)
+    ensure_profile_dir(command)
     # close_fds=False: the child inherits the MPI launcher's PMI socket (PMI_FD) to become the rank
     child = subprocess.Popen(command, close_fds=False)
 
@@ -59,6 +81,9 @@ def main(argv=None) -> int:
     if returncode != 0:
         rank = rank_from_environment()
         print(exit_line(rank, returncode, read_fault(status_dir, rank)), file=sys.stderr, flush=True)
+        # The MPI launcher forwards output through pipes and may stop reading them as soon as it
+        # sees a rank end: stay a moment so that the line is read before this process ends.
+        time.sleep(EXIT_LINGER)
     return 128 - returncode if returncode < 0 else returncode
 
 

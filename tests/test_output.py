@@ -4,8 +4,7 @@ arrives, in the result and in the stream, even when the result comes before the 
 import os
 
 import pytest
-
-from mpinb.cluster import MPICluster
+from topology import make_cluster
 
 LINES = 3000
 FRESH_CLUSTERS = int(os.environ.get("MPINB_FRESH_CLUSTERS", "4"))  # 100 for the soak figure in the note
@@ -13,7 +12,7 @@ FRESH_CLUSTERS = int(os.environ.get("MPINB_FRESH_CLUSTERS", "4"))  # 100 for the
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = MPICluster(n=2, progress=False)
+    c = make_cluster(2)
     yield c
     c.stop()
 
