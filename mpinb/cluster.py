@@ -114,7 +114,9 @@ class MPICluster:
         c.Cluster.engine_launcher_class = "mpi"
         c.Cluster.n = self.n
         c.Cluster.controller_ip = self.controller_ip
-        env = {"JAX_PLATFORMS": "cpu"}
+        # UCX's own crash handler prints a C backtrace (seconds, under load) before the rank
+        # dies; faulthandler already gives the Python one, and the report must come fast.
+        env = {"JAX_PLATFORMS": "cpu", "UCX_HANDLE_ERRORS": "none"}
         if self.local:
             # MPICH's fork-based launcher opens no listening socket (hydra's control port binds
             # every interface), and shared-memory transports keep MPI itself off the network.

@@ -37,6 +37,13 @@ def cluster():
     c.stop()
 
 
+@pytest.fixture(autouse=True)
+def _healthy(cluster):
+    """Each test starts from a usable cluster, whatever the test before it left behind."""
+    if cluster.lost or not cluster.wait_idle(timeout=0):
+        cluster.restart()
+
+
 def usable(c):
     res = c.run_cell("int(mpi.allreduce(jnp.int32(1), MPI.SUM)) + 0 * ready", timeout=NO_HANG)
     assert res.ok, res.text()
