@@ -210,17 +210,17 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
     cluster.outstanding = {}
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be positive, got {timeout}")
-    targets = parse_ranks(ranks, len(cluster.client.ids))
+    targets = parse_ranks(ranks, cluster.n)
     t0 = time.perf_counter()
     kwargs = {"compare": compare, "show": tuple(show), "hlo": hlo and cluster.hlo, "images": images,
-              "participants": tuple(targets) if len(targets) < len(cluster.client.ids) else None}
+              "participants": tuple(targets) if len(targets) < cluster.n else None}
     pending = {r: cluster.client[r].apply_async(engine.run_cell, code, **kwargs) for r in targets}
     cluster.watch(pending)
     seen = {(r, s): 0 for r in targets for s in ("stdout", "stderr")}
     announced = set()
     finished: dict[int, RankRecord] = {}
 
-    def record(r: int) -> dict:
+    def record(r: int) -> RankRecord:
         """The record of a finished rank, fetched once."""
         if r not in finished:
             finished[r] = _record(pending[r], r)
@@ -271,8 +271,8 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
         end = time.perf_counter() + grace
         while time.perf_counter() < end and not all(ar.ready() for ar in pending.values()):
             time.sleep(poll)
-    for ar in pending.values():
-        if ar.ready():  # ipyparallel: a result can arrive before the last of its output
+    for r, ar in pending.items():
+        if ar.ready() and not record(r).engine_died:  # a result can arrive before its output
             ar.wait_for_output(OUTPUT_WAIT)
     pump()
     elapsed = time.perf_counter() - t0
