@@ -149,7 +149,7 @@ class MPICluster:
         self.outstanding = {}
         self.workdir = tempfile.mkdtemp(prefix="mpinb-")
         os.makedirs(self.status_dir)
-        kwargs = {"config": self.config(), "log_level": 40}
+        kwargs = {"config": self.config(), "log_level": 40, "engine_timeout": self.start_timeout}
         if self.cluster_id:
             kwargs["cluster_id"] = self.cluster_id
         self._cluster = ipp.Cluster(**kwargs)
@@ -157,9 +157,11 @@ class MPICluster:
             self.client = self._cluster.start_and_connect_sync()
             self.client.wait_for_engines(self.n, timeout=self.start_timeout, interactive=self.progress)
         except Exception as exc:
+            output = self._launcher_output()[-2000:]
             self._teardown()
             raise ClusterError(f"{self.n} MPI engines did not come up "
-                               f"(waited up to {self.start_timeout:.0f} s): {exc}") from exc
+                               f"(waited up to {self.start_timeout:.0f} s): {exc}"
+                               + (f"\nlast output of the MPI launcher:\n{output}" if output.strip() else "")) from exc
         self._protect_connection_files()
         self.view = self.client[:]
         self.view.block = True
@@ -248,17 +250,21 @@ class MPICluster:
         KeyboardInterrupt; a rank blocked inside MPI stays blocked (see inflight)."""
         self._signal_engines(signal.SIGINT, ranks)
 
+    def _launcher_output(self) -> str:
+        """What the MPI launcher and the engines printed (on the notebook's host)."""
+        engine_sets = getattr(self._cluster, "engines", {}) if self._cluster is not None else {}
+        text = ""
+        for engine_set in list(engine_sets.values()):
+            with contextlib.suppress(Exception):  # no output yet
+                text += engine_set.get_output() or ""
+        return text
+
     def exit_records(self) -> dict[int, dict]:
         """How dead engines ended: {rank: {"description": ..., "fault": ...}}, from the exit
         record lines mpinb.launch writes and the MPI launcher brings back (mpinb.status)."""
         from .status import parse_exit_lines
 
-        out: dict[int, dict] = {}
-        engine_sets = getattr(self._cluster, "engines", {}) if self._cluster is not None else {}
-        for engine_set in list(engine_sets.values()):
-            with contextlib.suppress(Exception):  # no output yet
-                out.update(parse_exit_lines(engine_set.get_output() or ""))
-        return out
+        return parse_exit_lines(self._launcher_output())
 
     def dead_ranks(self) -> dict[int, str]:
         """{rank: how it ended} for engines that are gone: unregistered from the controller (their
