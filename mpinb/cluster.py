@@ -120,7 +120,10 @@ class MPICluster:
         if self.local:
             # MPICH's fork-based launcher opens no listening socket (hydra's control port binds
             # every interface), and shared-memory transports keep MPI itself off the network.
-            c.MPILauncher.mpi_cmd = [default_mpiexec("mpiexec.gforker")]
+            # stdbuf: gforker forwards the ranks' output through block-buffered stdio, so an
+            # exit record (mpinb.status) would only arrive when the whole job ends
+            stdbuf = ["stdbuf", "-oL", "-eL"] if shutil.which("stdbuf") else []
+            c.MPILauncher.mpi_cmd = [*stdbuf, default_mpiexec("mpiexec.gforker")]
             env.update(LOCAL_MPI_ENV)
         else:
             c.MPILauncher.mpi_cmd = self.mpi_cmd or [default_mpiexec()]

@@ -20,7 +20,7 @@ import time
 
 from .status import exit_line, fault_path
 
-EXIT_LINGER = 3.0  # seconds (1 s lost the line now and then on a loaded machine)
+EXIT_LINGER = 1.0  # seconds
 RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
 
 

@@ -19,4 +19,4 @@ exec unshare --pid --fork --mount-proc --uts --mount -- sh -c '
   mount --move /mnt/mpinb-keep "$keep"
   printf "127.0.0.1 localhost mpinb-other-host\n" > /tmp/hosts
   mount --bind /tmp/hosts /etc/hosts
-  exec "$@"' other-host "$KEEP" "$@"
+  exec stdbuf -oL -eL "$@"' other-host "$KEEP" "$@"
