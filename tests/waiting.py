@@ -26,11 +26,6 @@ def inside(cluster, ranks, op: str) -> bool:
     return all((cluster.inflight(r) or {}).get("op") == op for r in ranks)
 
 
-def wait_inside(cluster, ranks, op: str) -> float:
-    ranks = sorted(ranks)
-    return wait_until(lambda: inside(cluster, ranks, op), f"ranks {ranks} to be inside {op}")
-
-
 class OnOutput:
     """A ``stream`` callback for ``run_cell`` that acts once, when every rank of ``ranks`` has
     printed ``marker``: it waits there until ``ready()`` holds, then calls ``action()`` (which may
