@@ -5,13 +5,15 @@
     result = cluster.run_cell("import jax; x = jax.numpy.ones(3)")
     cluster.stop()
 
-Launching: by default a single-node job on loopback, started with MPICH's ``mpiexec.gforker``
-from the ``mpich`` wheel (it opens no listening socket) and shared-memory MPI transports; nothing
-listens on a network interface. With ``mpi_args``, ``mpi_cmd`` or a non-loopback
-``controller_ip``, the given launcher (default: the wheel's hydra ``mpiexec``) is used as is.
-Inside a Slurm or PBS allocation pass the site's launcher and its arguments, e.g.
-``MPICluster(n=64, mpi_cmd=["srun"], mpi_args=["--mpi=pmix"], controller_ip="0.0.0.0")``; every
-argument ends up in the ipyparallel configuration returned by ``config()``.
+Launching (see :mod:`mpinb.launchers`): by default a single-node job on loopback, started with
+MPICH's ``mpiexec.gforker`` from the ``mpich`` wheel (it opens no listening socket) and
+shared-memory MPI transports; nothing listens on a network interface. ``launcher="slurm"`` runs
+the ranks as a job step of the current Slurm allocation (``srun --mpi=pmi2``) or, outside one,
+as a batch job (``nodes``, ``partition``, ``account``, ``time_limit``); the controller then
+listens on every interface, with CurveZMQ encryption. ``launcher="mpiexec"`` (implied by
+``mpi_cmd`` or ``mpi_args``) uses the given launcher as is, e.g. on PBS
+``MPICluster(n=64, mpi_cmd=["mpiexec"], mpi_args=["-f", "$PBS_NODEFILE"], controller_ip="*")``.
+Every argument ends up in the ipyparallel configuration returned by ``config()``.
 """
 
 from __future__ import annotations
@@ -19,14 +21,17 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import secrets
 import shutil
 import signal
 import stat
-import sys
 import tempfile
 import time
 
 from traitlets.config import Config
+
+from . import launchers
+from .launchers import LOCAL_MPI_ENV, LauncherError, default_mpiexec  # noqa: F401 - public names
 
 DEFAULT_START_TIMEOUT = 120.0
 
@@ -35,18 +40,6 @@ class ClusterError(RuntimeError):
     """The cluster could not be started, reached or used."""
 
 
-def default_mpiexec(name: str = "mpiexec") -> str:
-    here = os.path.join(os.path.dirname(sys.executable), name)
-    if os.path.exists(here):
-        return here
-    found = shutil.which(name)
-    if not found:
-        raise ClusterError(f"no {name} found: install the `mpich` wheel or pass mpi_cmd=[...]")
-    return found
-
-
-#: Environment that keeps a single-node MPICH job off the network: UCX uses shared memory only.
-LOCAL_MPI_ENV = {"UCX_TLS": "self,sm"}
 
 
 class MPICluster:
@@ -55,10 +48,19 @@ class MPICluster:
     Parameters
     ----------
     n: number of MPI ranks (engines).
-    mpi_cmd: launcher command, default ``[mpiexec]`` of the ``mpich`` wheel (``["srun"]`` on Slurm).
-    mpi_args: extra launcher arguments (``["--bind-to", "core"]``, ``["--mpi=pmix"]``, ...).
+    launcher: ``"local"`` (default), ``"mpiexec"`` (default when ``mpi_cmd`` or ``mpi_args`` is
+        given) or ``"slurm"``; see :mod:`mpinb.launchers`.
+    mpi_cmd: launcher command: for ``mpiexec`` default the ``mpich`` wheel's hydra ``mpiexec``;
+        for ``slurm`` default ``srun``.
+    mpi_args: extra launcher arguments (``["--bind-to", "core"]``, ``["--cpu-bind=cores"]``, ...);
+        with ``slurm`` they go to ``srun``.
+    nodes, partition, account, time_limit: Slurm only: ``--nodes`` of the step or batch job;
+        the batch job's partition, account and time limit (``"1:00:00"``).
     engine_env: environment variables for the engines (e.g. ``{"JAX_ENABLE_X64": "1"}``).
-    controller_ip: interface the controller listens on; loopback unless told otherwise.
+    controller_ip: interface the controller listens on; default loopback, ``"*"`` (every
+        interface) for ``slurm``.
+    encrypt: CurveZMQ encryption of the cluster's connections; default on whenever the
+        controller listens beyond loopback.
     hlo: capture the optimized HLO of what each rank compiles (for layout warnings).
     checked: run the collective library in checked mode on the engines (ranks agree on each
         collective first; a mismatch is an error on every rank instead of a hang).
@@ -66,17 +68,35 @@ class MPICluster:
     progress: show a progress bar while engines register.
     """
 
-    def __init__(self, n: int = 4, *, mpi_cmd=None, mpi_args=(), engine_env=None,
-                 controller_ip: str = "127.0.0.1", hlo: bool = True, checked: bool = True,
+    def __init__(self, n: int = 4, *, launcher: str | None = None, mpi_cmd=None, mpi_args=(),
+                 nodes: int | None = None, partition: str | None = None, account: str | None = None,
+                 time_limit: str | None = None, engine_env=None, controller_ip: str | None = None,
+                 encrypt: bool | None = None, hlo: bool = True, checked: bool = True,
                  start_timeout: float = DEFAULT_START_TIMEOUT, progress: bool = True,
                  cluster_id: str | None = None):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"MPICluster: n must be a positive int, got {n!r}")
+        if launcher is None:
+            launcher = "mpiexec" if (mpi_cmd or mpi_args) else "local"
+        if launcher not in launchers.LAUNCHERS:
+            raise ValueError(f"MPICluster: launcher must be one of {', '.join(launchers.LAUNCHERS)}, got {launcher!r}")
+        if launcher == "local" and (mpi_cmd or mpi_args):
+            raise ValueError("MPICluster: the local launcher takes no mpi_cmd or mpi_args (use launcher='mpiexec')")
+        slurm_only = {"nodes": nodes, "partition": partition, "account": account, "time_limit": time_limit}
+        given = [name for name, value in slurm_only.items() if value is not None]
+        if given and launcher != "slurm":
+            raise ValueError(f"MPICluster: {', '.join(given)} only apply to launcher='slurm'")
+        if nodes is not None and (not isinstance(nodes, int) or isinstance(nodes, bool) or not 1 <= nodes <= n):
+            raise ValueError(f"MPICluster: nodes must be an int from 1 to n={n}, got {nodes!r}")
         self.n = n
+        self.launcher = launcher
         self.mpi_cmd = list(mpi_cmd) if mpi_cmd else None
         self.mpi_args = list(mpi_args)
+        self.nodes, self.partition, self.account, self.time_limit = nodes, partition, account, time_limit
+        self.slurm_mode = launchers.slurm_mode() if launcher == "slurm" else None
         self.engine_env = dict(engine_env or {})
         self.controller_ip = controller_ip
+        self.encrypt = encrypt
         self.hlo = hlo
         self.checked = checked
         self.start_timeout = float(start_timeout)
@@ -95,9 +115,8 @@ class MPICluster:
 
     @property
     def local(self) -> bool:
-        """A single-node cluster on loopback with the default launcher and no launcher arguments."""
-        return (self.mpi_cmd is None and not self.mpi_args
-                and self.controller_ip in ("127.0.0.1", "localhost", "::1"))
+        """A single-node cluster on loopback with the default launcher."""
+        return self.launcher == "local"
 
     @property
     def dump_root(self) -> str | None:
@@ -111,30 +130,14 @@ class MPICluster:
     def config(self) -> Config:
         """The ipyparallel configuration this cluster starts with (inspectable, testable)."""
         c = Config()
-        c.Cluster.engine_launcher_class = "mpi"
         c.Cluster.n = self.n
-        c.Cluster.controller_ip = self.controller_ip
+        c.Cluster.controller_ip = launchers.controller_ip(self)
+        if launchers.encrypted(self):
+            c.Cluster.controller_args = ["--IPController.enable_curve=True"]
         # UCX's own crash handler prints a C backtrace (seconds, under load) before the rank
         # dies; faulthandler already gives the Python one, and the report must come fast.
         env = {"JAX_PLATFORMS": "cpu", "UCX_HANDLE_ERRORS": "none"}
-        if self.local:
-            # MPICH's fork-based launcher opens no listening socket (hydra's control port binds
-            # every interface), and shared-memory transports keep MPI itself off the network.
-            # stdbuf: gforker forwards the ranks' output through block-buffered stdio, so an
-            # exit record (mpinb.status) would only arrive when the whole job ends
-            stdbuf = ["stdbuf", "-oL", "-eL"] if shutil.which("stdbuf") else []
-            c.MPILauncher.mpi_cmd = [*stdbuf, default_mpiexec("mpiexec.gforker")]
-            env.update(LOCAL_MPI_ENV)
-        else:
-            c.MPILauncher.mpi_cmd = self.mpi_cmd or [default_mpiexec()]
-        c.MPILauncher.mpi_args = list(self.mpi_args)
-        env.update(self.engine_env)
-        c.MPIEngineSetLauncher.environment = env
-        if self.status_dir:
-            # each rank runs under mpinb.launch, which reports how its engine ended
-            c.MPIEngineSetLauncher.engine_cmd = [
-                sys.executable, "-m", "mpinb.launch", "--status-dir", self.status_dir, "--",
-                sys.executable, "-m", "ipyparallel.engine"]
+        launchers.configure(c, self, env)
         return c
 
     # ----------------------------------------------------------------------- lifecycle
@@ -152,15 +155,21 @@ class MPICluster:
         self.outstanding = {}
         self.workdir = tempfile.mkdtemp(prefix="mpinb-")
         os.makedirs(self.status_dir)
-        kwargs = {"config": self.config(), "log_level": 40, "engine_timeout": self.start_timeout}
-        if self.cluster_id:
-            kwargs["cluster_id"] = self.cluster_id
-        self._cluster = ipp.Cluster(**kwargs)
+        if not self.cluster_id:
+            self.cluster_id = f"{int(time.time())}-{secrets.token_hex(2)}"
+            self._own_cluster_id = True
+        try:
+            config = self.config()
+        except LauncherError as exc:
+            self._teardown()
+            raise ClusterError(str(exc)) from exc
+        self._cluster = ipp.Cluster(config=config, log_level=40, engine_timeout=self.start_timeout,
+                                    cluster_id=self.cluster_id)
         try:
             self.client = self._cluster.start_and_connect_sync()
             self.client.wait_for_engines(self.n, timeout=self.start_timeout, interactive=self.progress)
         except Exception as exc:
-            output = self._launcher_output()[-2000:]
+            output = self._launcher_output()[-2000:] + launchers.queue_state(self)
             self._teardown()
             raise ClusterError(f"{self.n} MPI engines did not come up "
                                f"(waited up to {self.start_timeout:.0f} s): {exc}"
@@ -222,17 +231,12 @@ class MPICluster:
         while self._registered() and time.monotonic() < end:
             time.sleep(0.05)
 
-    def _kill_launchers(self, cluster) -> None:
-        """SIGKILL the mpiexec processes (after the engines), so that stopping does not wait."""
-        for engine_set in list(getattr(cluster, "engines", {}).values()):
-            with contextlib.suppress(Exception):  # already gone: nothing left to kill
-                engine_set.signal(signal.SIGKILL)
 
     def _teardown(self) -> None:
         cluster, self._cluster = self._cluster, None
         self._kill_engines()
         if cluster is not None:
-            self._kill_launchers(cluster)
+            launchers.end_job(self, cluster)  # so that stopping does not wait
         if self.client is not None:
             with contextlib.suppress(Exception):  # best effort on the way down
                 self.client.close()
@@ -246,6 +250,8 @@ class MPICluster:
         if self.workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
+        if getattr(self, "_own_cluster_id", False):  # a restart gets a new id (and job name)
+            self.cluster_id, self._own_cluster_id = None, False
 
     # ----------------------------------------------------------------------- faults
     def interrupt(self, ranks=None) -> None:
@@ -254,12 +260,15 @@ class MPICluster:
         self._signal_engines(signal.SIGINT, ranks)
 
     def _launcher_output(self) -> str:
-        """What the MPI launcher and the engines printed (on the notebook's host)."""
+        """What the MPI launcher and the engines printed so far: the launcher's output file on
+        the notebook's host (a batch job's output file is where Slurm writes it). Read afresh
+        each time: ipyparallel's get_output() keeps its first read and may delete the file."""
         engine_sets = getattr(self._cluster, "engines", {}) if self._cluster is not None else {}
         text = ""
         for engine_set in list(engine_sets.values()):
-            with contextlib.suppress(Exception):  # no output yet
-                text += engine_set.get_output() or ""
+            path = getattr(engine_set, "output_file", "")
+            with contextlib.suppress(OSError), open(path, errors="replace") as fh:
+                text += fh.read()
         return text
 
     def exit_records(self) -> dict[int, dict]:

@@ -83,8 +83,17 @@ def line_parser() -> _Parser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     s = sub.add_parser("start", help="start N MPI engines")
     s.add_argument("-n", type=int, default=4, help="number of ranks (default 4)")
+    s.add_argument("--launcher", choices=("local", "mpiexec", "slurm"), default=None,
+                   help="local (default: mpiexec.gforker on this host), mpiexec (--mpi-cmd as given), "
+                        "slurm (a step of the current allocation, else a batch job)")
     s.add_argument("--mpi-args", default="", help="extra launcher arguments, quoted")
-    s.add_argument("--mpi-cmd", default="", help="launcher command (default: the mpich wheel's mpiexec)")
+    s.add_argument("--mpi-cmd", default="", help="launcher command (default: the mpich wheel's mpiexec; srun)")
+    s.add_argument("--nodes", type=int, default=None, help="slurm: number of nodes")
+    s.add_argument("--partition", default=None, help="slurm batch job: partition")
+    s.add_argument("--account", default=None, help="slurm batch job: account")
+    s.add_argument("--time", default=None, help="slurm batch job: time limit, e.g. 1:00:00")
+    s.add_argument("--controller-ip", default=None,
+                   help="interface the controller listens on (default loopback; * with slurm)")
     s.add_argument("--no-hlo", action="store_true", help="do not capture compiled HLO")
     s.add_argument("--unchecked", action="store_true",
                    help="turn off checked mode (ranks agreeing on each collective before running it)")
@@ -161,9 +170,14 @@ class MpiJaxMagics(Magics):
                 raise UsageError("%mpijax: a cluster is already running; %mpijax stop or restart it first")
             if args.n < 1:
                 raise UsageError(f"%mpijax start: -n must be at least 1, got {args.n}")
-            self.cluster = MPICluster(
-                n=args.n, mpi_args=shlex.split(args.mpi_args), mpi_cmd=shlex.split(args.mpi_cmd) or None,
-                hlo=not args.no_hlo, checked=not args.unchecked, start_timeout=args.start_timeout)
+            try:
+                self.cluster = MPICluster(
+                    n=args.n, launcher=args.launcher, mpi_args=shlex.split(args.mpi_args),
+                    mpi_cmd=shlex.split(args.mpi_cmd) or None, nodes=args.nodes, partition=args.partition,
+                    account=args.account, time_limit=args.time, controller_ip=args.controller_ip,
+                    hlo=not args.no_hlo, checked=not args.unchecked, start_timeout=args.start_timeout)
+            except ValueError as exc:
+                raise UsageError(f"%mpijax start: {exc}") from exc
             try:
                 self.cluster.start()
             except ClusterError as exc:

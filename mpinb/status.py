@@ -71,14 +71,16 @@ def exit_line(rank: int | None, returncode: int, fault: str = "") -> str:
 
 def parse_exit_lines(text: str) -> dict[int, dict]:
     """{rank: exit record} from a launcher's output (other lines are ignored; a later record of
-    the same rank wins)."""
+    the same rank wins). Another process of the same rank (its nanny) writes to the same
+    stream, so text may follow the record on its line: the JSON object is read up to its end."""
     out = {}
+    decoder = json.JSONDecoder()
     for line in text.splitlines():
         at = line.find(EXIT_MARKER)
         if at < 0:
             continue
         try:
-            record = json.loads(line[at + len(EXIT_MARKER):])
+            record, _ = decoder.raw_decode(line, at + len(EXIT_MARKER))
         except ValueError:
             continue
         if isinstance(record, dict) and isinstance(record.get("rank"), int):

@@ -39,6 +39,55 @@ def test_slurm_allocation_passes_launcher_and_arguments_through():
     assert c.MPIEngineSetLauncher.environment["OMP_NUM_THREADS"] == "1"
 
 
+def test_slurm_job_step_inside_an_allocation(monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "1234")
+    cluster = MPICluster(n=8, launcher="slurm", nodes=2, mpi_args=["--cpu-bind=cores"], cluster_id="17-abcd")
+    c = cluster.config()
+    assert cluster.slurm_mode == "step" and not cluster.local
+    assert c.Cluster.engine_launcher_class == "mpi"
+    assert c.MPILauncher.mpi_cmd == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1", "--job-name=mpinb-17-abcd"]
+    assert c.MPILauncher.mpi_args == ["--nodes=2", "--cpu-bind=cores"]
+    assert c.Cluster.controller_ip == "*"  # the engines are remote: every interface,
+    assert c.Cluster.controller_args == ["--IPController.enable_curve=True"]  # and encrypted
+
+
+def test_slurm_batch_job_outside_an_allocation(monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("SLURM_JOBID", raising=False)
+    cluster = MPICluster(n=8, launcher="slurm", nodes=2, partition="gpu", account="proj1",
+                         time_limit="1:00:00", cluster_id="17-abcd", engine_env={"A": "1"})
+    c = cluster.config()
+    assert cluster.slurm_mode == "batch"
+    assert c.Cluster.engine_launcher_class == "slurm"
+    launcher = c.SlurmEngineSetLauncher
+    assert (launcher.queue, launcher.account, launcher.timelimit) == ("gpu", "proj1", "1:00:00")
+    script = launcher.batch_template
+    assert "#SBATCH --job-name=mpinb-17-abcd\n" in script and "#SBATCH --nodes=2\n" in script
+    assert "#SBATCH --output={output_file}" in script and "#SBATCH --ntasks={n}" in script
+    assert "srun --mpi=pmi2 --kill-on-bad-exit=1 {program_and_args}" in script
+    assert launcher.environment["A"] == "1"
+
+
+def test_encryption_follows_the_controller_address():
+    assert "controller_args" not in MPICluster(n=2).config().Cluster
+    c = MPICluster(n=2, mpi_cmd=["mpiexec"], controller_ip="10.0.0.5").config()
+    assert c.Cluster.controller_args == ["--IPController.enable_curve=True"]
+    assert "controller_args" not in MPICluster(n=2, mpi_cmd=["mpiexec"], controller_ip="10.0.0.5",
+                                               encrypt=False).config().Cluster
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"launcher": "pbs"}, "launcher must be one of local, mpiexec, slurm"),
+    ({"nodes": 2}, "nodes only apply to launcher='slurm'"),
+    ({"launcher": "mpiexec", "partition": "x", "time_limit": "1:00"}, "partition, time_limit only apply"),
+    ({"launcher": "slurm", "nodes": 9}, "nodes must be an int from 1 to n=8"),
+    ({"launcher": "local", "mpi_args": ["-x"]}, "the local launcher takes no mpi_cmd or mpi_args"),
+])
+def test_bad_launcher_options_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        MPICluster(n=8, **kwargs)
+
+
 def test_pbs_style_mpiexec_arguments():
     c = MPICluster(n=8, mpi_cmd=["mpiexec"], mpi_args=["-f", "$PBS_NODEFILE", "-ppn", "4"]).config()
     assert c.MPILauncher.mpi_args == ["-f", "$PBS_NODEFILE", "-ppn", "4"]

@@ -13,7 +13,7 @@ import time
 
 import psutil
 import pytest
-from topology import OTHER_HOST, make_cluster
+from topology import OTHER_HOST, SLURM, make_cluster
 from views import widget_html
 from waiting import OnOutput, inside, press_stop
 
@@ -180,23 +180,38 @@ def cmdline(proc) -> list[str]:
         return []
 
 
-def test_listens_on_loopback_only(cluster):
-    """The cluster's processes (controller, launcher, engines) - not this test process, whose
-    own MPI (the collective suite runs here too) is not part of the cluster."""
-    procs = psutil.Process().children(recursive=True)
-    engines = [p for p in procs if "ipyparallel.engine" in " ".join(cmdline(p))]
-    assert len(engines) >= cluster.n
-    if not OTHER_HOST:  # on "another host" the engines report PIDs of their own namespace
-        assert {e["pid"] for e in cluster.engines} <= {p.pid for p in procs}
-    else:
-        assert {e["host"] for e in cluster.engines} == {"mpinb-other-host"}
+def listening_addresses(procs) -> list[str]:
     listening = []
     for proc in procs:
         try:
             listening += [c.laddr.ip for c in proc.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
         except psutil.Error:
             continue
+    return listening
+
+
+def test_listens_on_loopback_only_or_encrypted(cluster):
+    """The cluster's processes on this host (controller, launcher, engines) - not this test
+    process, whose own MPI (the collective suite runs here too) is not part of the cluster.
+    Under Slurm the engines are remote: the controller listens on every interface, and then
+    every connection is CurveZMQ-encrypted (the connection files carry the server key)."""
+    procs = psutil.Process().children(recursive=True)
+    listening = listening_addresses(procs)
     assert listening, "found no listening sockets at all"
+    if SLURM:  # the ranks are slurmd's children, on the Slurm nodes
+        assert len({e["host"] for e in cluster.engines}) >= 1
+        assert "0.0.0.0" in listening  # noqa: S104 - the routable controller the issue asks for
+        for path in cluster.connection_files():
+            if path.endswith(("-client.json", "-engine.json")):
+                with open(path) as fh:
+                    assert json.load(fh).get("curve_serverkey"), path
+        return
+    engines = [p for p in procs if "ipyparallel.engine" in " ".join(cmdline(p))]
+    assert len(engines) >= cluster.n
+    if not OTHER_HOST:  # on "another host" the engines report PIDs of their own namespace
+        assert {e["pid"] for e in cluster.engines} <= {p.pid for p in procs}
+    else:
+        assert {e["host"] for e in cluster.engines} == {"mpinb-other-host"}
     assert set(listening) <= {"127.0.0.1", "::1"}, listening
 
 
@@ -215,7 +230,12 @@ def test_client_with_the_wrong_key_is_refused(cluster):
     path = next(f for f in cluster.connection_files() if f.endswith("-client.json"))
     with open(path) as fh:
         info = json.load(fh)
-    info["key"] = "0" * len(info["key"])
+    if info.get("curve_serverkey"):  # encrypted: a client with another server key is refused
+        import zmq
+
+        info["curve_serverkey"] = zmq.curve_keypair()[0].decode("ascii")
+    else:
+        info["key"] = "0" * len(info["key"])
 
     def connect_and_ask():
         client = ipp.Client(info, timeout=3)
@@ -225,6 +245,6 @@ def test_client_with_the_wrong_key_is_refused(cluster):
         finally:
             client.close()
 
-    with pytest.raises(TimeoutError):  # the controller ignores messages signed with another key
+    with pytest.raises(TimeoutError):  # the controller ignores them
         connect_and_ask()
     usable(cluster)

@@ -16,6 +16,12 @@ def test_exit_lines_survive_the_launcher_output_around_them():
     assert records[2]["description"] == "exited with code 3" and records[2]["signal"] is None
 
 
+def test_exit_line_with_another_process_text_after_it_on_its_line():
+    """Seen under srun: the rank's nanny wrote its log line before the record's newline."""
+    text = status.exit_line(1, 3) + "2026-12-03 05:12:20.083 [KernelNanny.1] Notifying Hub {x}\n"
+    assert status.parse_exit_lines(text)[1]["description"] == "exited with code 3"
+
+
 def test_inflight_of_published_data():
     assert status.inflight_of(None) is None
     assert status.inflight_of(status.status_message(None, 3)) is None

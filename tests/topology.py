@@ -1,6 +1,8 @@
-"""Where the tests' clusters run: on this host (the default), or, with MPINB_TEST_OTHER_HOST=1,
-"on another host" through tests/other_host.sh (own PID, UTS and mount namespaces, private /tmp).
-tests/test_other_host.py reruns the fault and output tests that way."""
+"""Where the tests' clusters run: on this host (the default); with MPINB_TEST_OTHER_HOST=1 "on
+another host" through tests/other_host.sh (own PID, UTS and mount namespaces, private /tmp);
+with MPINB_TEST_SLURM=1 as a step of the Slurm allocation in SLURM_JOB_ID (tests/slurm_cluster.py
+makes one: two Slurm nodes on this machine). tests/test_other_host.py and tests/test_slurm.py
+rerun the fault and output tests those ways."""
 
 import os
 from pathlib import Path
@@ -8,11 +10,15 @@ from pathlib import Path
 from mpinb.cluster import MPICluster, default_mpiexec
 
 OTHER_HOST = os.environ.get("MPINB_TEST_OTHER_HOST") == "1"
+SLURM = os.environ.get("MPINB_TEST_SLURM") == "1"
 SCRIPT = Path(__file__).resolve().parent / "other_host.sh"
 
 
 def make_cluster(n: int) -> MPICluster:
-    if not OTHER_HOST:
-        return MPICluster(n=n, progress=False)
-    return MPICluster(n=n, progress=False, mpi_cmd=[str(SCRIPT), default_mpiexec("mpiexec.gforker")],
-                      engine_env={"UCX_TLS": "self,sm"})
+    if SLURM:
+        # UCX_NET_DEVICES=lo: the test's Slurm nodes are this machine
+        return MPICluster(n=n, progress=False, launcher="slurm", engine_env={"UCX_NET_DEVICES": "lo"})
+    if OTHER_HOST:
+        return MPICluster(n=n, progress=False, mpi_cmd=[str(SCRIPT), default_mpiexec("mpiexec.gforker")],
+                          engine_env={"UCX_TLS": "self,sm"})
+    return MPICluster(n=n, progress=False)
