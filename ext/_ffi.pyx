@@ -76,6 +76,22 @@ cdef InFlight g_inflight
 memset(&g_inflight, 0, sizeof(InFlight))
 cdef int g_world_rank = -1
 
+# The timeline: the last TIMELINE_SIZE finished calls (a ring indexed by call number), what the
+# view draws as "who waited for whom". Written under g_lock by the handler, read by timeline().
+cdef enum:
+    TIMELINE_SIZE = 4096
+
+cdef struct Event:
+    int64_t call
+    int opcode
+    int peer
+    int64_t nbytes
+    double t0
+    double t1
+
+cdef Event g_events[TIMELINE_SIZE]
+memset(g_events, 0, sizeof(g_events))
+
 
 cdef int begin(XLA_FFI_CallFrame* f, Call* c, int opcode, int ndata_args,
                int ndata_rets) noexcept nogil:
@@ -143,9 +159,17 @@ cdef XLA_FFI_Error* finish(Call* c, int rc, const char* mpi_fn) noexcept nogil:
     cdef char estr[MPI_MAX_ERROR_STRING + 1]
     cdef int elen = 0
     cdef char what[MPI_MAX_ERROR_STRING + 100]
+    cdef Event* ev
     if c.locked:
         dt = MPI_Wtime() - c.t0
         g_seconds += dt
+        ev = &g_events[(g_calls - 1) % TIMELINE_SIZE]
+        ev.call = g_calls
+        ev.opcode = c.opcode
+        ev.peer = g_inflight.peer
+        ev.nbytes = c.nbytes
+        ev.t0 = c.t0
+        ev.t1 = c.t0 + dt
         g_inflight.active = 0
         pthread_mutex_unlock(&g_lock)
         c.locked = False
@@ -265,6 +289,32 @@ def counters():
     """Collectives started, handler errors returned, and seconds spent inside MPI calls, in
     this process."""
     return {"calls": g_calls, "errors": g_errors, "mpi_seconds": g_seconds}
+
+
+def wtime():
+    """MPI_Wtime() now (the clock of the timeline's times)."""
+    return MPI_Wtime()
+
+
+def timeline(int64_t after=0):
+    """The finished calls numbered above ``after`` that the ring still holds, oldest first:
+    [{"call", "op", "peer", "bytes", "t0", "t1"}] with MPI_Wtime() times; and how many calls
+    after ``after`` are no longer held (the ring keeps the last 4096)."""
+    cdef int64_t first, n
+    cdef Event ev
+    pthread_mutex_lock(&g_lock)
+    try:
+        first = max(after + 1, g_calls - TIMELINE_SIZE + 1, 1)
+        events = []
+        for n in range(first, g_calls + 1):
+            ev = g_events[(n - 1) % TIMELINE_SIZE]
+            if ev.call != n:  # started but not finished (or an error before the call)
+                continue
+            events.append({"call": ev.call, "op": op_name(ev.opcode).decode(), "peer": ev.peer,
+                           "bytes": ev.nbytes, "t0": ev.t0, "t1": ev.t1})
+        return events, int(first - after - 1)
+    finally:
+        pthread_mutex_unlock(&g_lock)
 
 
 def inflight():

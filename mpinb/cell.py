@@ -113,6 +113,10 @@ class CellResult:
     dead: dict[int, str] = dataclasses.field(default_factory=dict)
     faults: dict[int, str] = dataclasses.field(default_factory=dict)
     interrupted: bool = False
+    # how the view shows it: ranks with the same output grouped (False) or every rank in full;
+    # at most max_lines lines of each stream per rank (head and tail; None or 0: all)
+    by_rank: bool = False
+    max_lines: int | None = 200
 
     @property
     def ok(self) -> bool:
@@ -150,10 +154,12 @@ class CellResult:
             parts.append("timed out")
         if self.interrupted:
             parts.append("interrupted")
-        w = len(self.warnings)
-        kinds = sorted({x.kind for x in self.warnings})
-        detail = f" ({', '.join(f'{sum(x.kind == k for x in self.warnings)} {k}' for k in kinds)})" if w else ""
-        parts.append(f"{w} layout warning{'s' if w != 1 else ''}{detail}")
+        findings = [w for w, _ in hlo_mod.distinct(self.warnings)]
+        kinds = sorted({w.kind for w in findings}, key=lambda k: (["error", "warning", "info"].index(
+            hlo_mod.KINDS[k].severity), k))
+        detail = ", ".join(f"{sum(w.kind == k for w in findings)} {k} ({hlo_mod.KINDS[k].severity})" for k in kinds)
+        n_found = len(findings)
+        parts.append(f"{n_found} layout finding{'s' if n_found != 1 else ''}" + (f": {detail}" if detail else ""))
         comp = self.comparison_summary()
         if comp:
             parts.append(comp)

@@ -330,6 +330,7 @@ class MPICluster:
             return {"running": False, "n": self.n}
         return {
             "running": True,
+            "launcher": self.launcher + (f" ({self.slurm_mode})" if self.slurm_mode else ""),
             "lost": self.lost,
             "blocked_ranks": sorted(r for r, ar in self.outstanding.items() if not ar.ready()),
             "checked": self.checked,

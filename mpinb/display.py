@@ -1,6 +1,11 @@
-"""Per-rank, side-by-side view of a cell's result: ipywidgets where the front end has them,
-with the same content always present as text/plain (one block per rank headed ``[rank N]``)
-and text/html, so nbconvert, terminals and tests can read it.
+"""Per-rank view of a cell's result: ipywidgets where the front end has them, with the same
+content always present as text/plain and text/html, so nbconvert, terminals and tests can read it.
+
+Grouped by default, as ``dshbak -c`` groups pdsh output: what several ranks printed or computed
+identically is shown once under ``[ranks 0-3]``, only what differs per rank; the ranks' states
+on one line (a grid from 16 ranks on); each layout finding once, with the ranks it was found on,
+its severity and what to do. ``result.by_rank = True`` (``--by-rank``) shows every rank in full.
+Each stream shows at most ``result.max_lines`` lines per rank (head and tail).
 
 ``render_text(result)`` and ``render_html(result)`` are pure; widgets are imported lazily.
 """
@@ -11,9 +16,14 @@ import base64
 import html
 import sys
 
+from . import hlo, timeline
+from .grouping import label, merge_sections
 from .values import describe
 
 RANKS_PER_PAGE = 8
+GRID_FROM = 16  # ranks: from here on the states are a grid of cells
+STATE_COLORS = {"finished": "#2e7d32", "failed": "#c62828", "running": "#ef6c00", "dead": "#6a1b9a"}
+SEVERITY_COLORS = {"error": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
 
 
 # ------------------------------------------------------------------------------ text
@@ -32,45 +42,94 @@ def _value_lines(label: str, summary: dict) -> list[str]:
     return [f"{label}: {describe(summary)}"]
 
 
+def trim(text: str, max_lines: int | None) -> str:
+    """At most ``max_lines`` lines: the head and the tail, and how many are hidden between."""
+    lines = text.rstrip("\n").splitlines()
+    if not max_lines or len(lines) <= max_lines:
+        return text
+    head = max(1, max_lines // 2)
+    tail = max(1, max_lines - head)
+    hidden = len(lines) - head - tail
+    return "\n".join([*lines[:head], f"... {hidden:,} lines hidden (all: result.stdout[rank], or --max-lines 0)",
+                      *lines[-tail:]])
+
+
+def state_detail(result, rank: int) -> list[str]:
+    """Why a rank did not finish: what it is blocked in, how it died (and its fault report)."""
+    state = result.states.get(rank, "?")
+    if state == "running":
+        from .cell import describe_inflight
+
+        return [f"state: still running, {describe_inflight(result.inflight.get(rank))}"]
+    if state == "dead":
+        lines = [f"state: dead, {result.dead.get(rank, 'process ended')}"]
+        fault = result.faults.get(rank, "").strip()
+        return lines + (["fault report:", _indent(fault)] if fault else [])
+    return []
+
+
+def rank_sections(result, rank: int) -> list[tuple[str, tuple[str, ...]]]:
+    """What one rank has to say, as named sections (state and time left out): the units that
+    the grouped view compares across ranks."""
+    rec = result.records.get(rank)
+    out, err = result.stdout.get(rank, ""), result.stderr.get(rank, "")
+    sections = [("detail", state_detail(result, rank)),
+                ("stdout", ["stdout:", _indent(trim(out, result.max_lines))] if out else []),
+                ("stderr", ["stderr:", _indent(trim(err, result.max_lines))] if err else [])]
+    if rec:
+        values = _value_lines("Out", rec.result) if rec.result is not None else []
+        for name, summary in rec.show.items():
+            values += _value_lines(name, summary)
+        sections += [("values", values),
+                     ("error", [f"error: {rec.error}", _indent(rec.error.traceback)] if rec.error else []),
+                     ("eager", [f"eager run failed: {rec.eager_error}"] if rec.eager_error else []),
+                     ("compare", [f"compare: {c}" for c in rec.comparisons])]
+    return [(name, tuple(line for line in lines if line)) for name, lines in sections]
+
+
+def finding_text(w, ranks) -> str:
+    """One layout finding in plain words, with the ranks it was found on."""
+    who = "across ranks" if ranks == [None] else label(r for r in ranks if r is not None)
+    return f"{w.severity} [{w.kind}] {who}: {w.plain().split(': ', 1)[1]}"
+
+
+def findings(result) -> list[tuple[str, str]]:
+    """(severity, text) of each distinct layout finding, errors first."""
+    return [(w.severity, finding_text(w, ranks)) for w, ranks in hlo.distinct(result.warnings)]
+
+
+def state_line(result) -> str:
+    """'finished: ranks 0-3 (0.010-0.012 s); failed: rank 1': the states, grouped."""
+    parts = []
+    for state in ("finished", "failed", "running", "dead"):
+        ranks = [r for r in result.ranks if result.states.get(r) == state]
+        if not ranks:
+            continue
+        times = [result.records[r].elapsed for r in ranks if result.records.get(r)]
+        span = ""
+        if times:
+            lo, hi = min(times), max(times)
+            span = f" ({lo:.3f} s)" if f"{lo:.3f}" == f"{hi:.3f}" else f" ({lo:.3f}-{hi:.3f} s)"
+        parts.append(f"{state}: {label(ranks)}{span}")
+    return "; ".join(parts)
+
+
+def groups(result) -> list[tuple[list[int], list[str]]]:
+    """[(ranks, lines)]: every rank's sections, identical ones merged across ranks."""
+    return merge_sections({r: rank_sections(result, r) for r in result.ranks})
+
+
 def rank_block(result, rank: int) -> list[str]:
-    """The text lines describing one rank (without the [rank N] header)."""
+    """The text lines describing one rank in full (the --by-rank view, without the header)."""
     rec = result.records.get(rank)
     state = result.states.get(rank, "?")
-    lines = []
-    if rec is None:
-        if state == "running":
-            from .cell import describe_inflight
-
-            lines.append(f"state: still running, {describe_inflight(result.inflight.get(rank))}")
-        elif state == "dead":
-            lines.append(f"state: dead, {result.dead.get(rank, 'process ended')}")
-            fault = result.faults.get(rank, "").strip()
-            if fault:
-                lines += ["fault report:", _indent(fault)]
-        else:
-            lines.append(f"state: {state}")
-    else:
-        lines.append(f"state: {state} in {rec.elapsed:.3f} s")
-    out = result.stdout.get(rank, "")
-    err = result.stderr.get(rank, "")
-    if out:
-        lines += ["stdout:", _indent(out)]
-    if err:
-        lines += ["stderr:", _indent(err)]
-    if rec:
-        if rec.result is not None:
-            lines += _value_lines("Out", rec.result)
-        for name, summary in rec.show.items():
-            lines += _value_lines(name, summary)
-        if rec.error:
-            lines += [f"error: {rec.error}", _indent(rec.error.traceback)]
-        if rec.eager_error:
-            lines += [f"eager run failed: {rec.eager_error}"]
-        for c in rec.comparisons:
-            lines.append(f"compare: {c}")
-    for w in result.warnings:
-        if w.rank == rank:
-            lines.append(f"warning: {w}")
+    lines = [f"state: {state} in {rec.elapsed:.3f} s"] if rec else ([] if state_detail(result, rank)
+                                                                      else [f"state: {state}"])
+    for _, section in rank_sections(result, rank):
+        lines += section
+    for w, ranks in hlo.distinct(result.warnings):
+        if rank in ranks:
+            lines.append(finding_text(w, [rank]))
     return lines
 
 
@@ -78,13 +137,25 @@ def render_text(result) -> str:
     lines = [result.summary()]
     for note in result.notes:
         lines.append(f"note: {note}")
-    for rank in result.ranks:
-        lines.append(f"[rank {rank}]")
-        lines += [_indent(line, "  ") if line else "" for line in rank_block(result, rank)]
-    shared = [w for w in result.warnings if w.rank is None]
-    if shared:
-        lines.append("[all ranks]")
-        lines += [f"  warning: {w}" for w in shared]
+    if result.by_rank:
+        for rank in result.ranks:
+            lines.append(f"[rank {rank}]")
+            lines += [_indent(line, "  ") for line in rank_block(result, rank)]
+        shared = [text for w, ranks in hlo.distinct(result.warnings) if ranks == [None]
+                  for text in [finding_text(w, ranks)]]
+        if shared:
+            lines.append("[all ranks]")
+            lines += [_indent(text, "  ") for text in shared]
+        if timeline.summary(result):
+            lines.append(timeline.summary(result))
+        return "\n".join(lines)
+    lines.append(state_line(result))
+    if timeline.summary(result):
+        lines.append(timeline.summary(result))
+    for ranks, body in groups(result):
+        lines.append(f"[{label(ranks)}]")
+        lines += [_indent(line, "  ") for line in body]
+    lines += [text for _, text in findings(result)]
     return "\n".join(lines)
 
 
@@ -109,14 +180,44 @@ def _png_tags(rec) -> str:
     return "".join(tags)
 
 
+def _card(title: str, color: str, body_lines: list[str], extra: str = "", rank: str = "") -> str:
+    data = f" data-rank='{rank}'" if rank else ""
+    body = html.escape("\n".join(body_lines))
+    return (f"<div class='mpinb-rank'{data} style='flex:1;min-width:18em;border:1px solid #ccc;"
+            f"padding:4px;margin:2px'><div style='font-weight:bold;color:{color}'>{html.escape(title)}</div>"
+            f"<pre style='{_STYLE}'>{body}</pre>{extra}</div>")
+
+
 def rank_html(result, rank: int) -> str:
-    rec = result.records.get(rank)
+    """One rank in full (the --by-rank view)."""
     state = result.states.get(rank, "?")
-    color = {"finished": "#2e7d32", "failed": "#c62828", "running": "#ef6c00", "dead": "#6a1b9a"}.get(state, "#555")
-    body = html.escape("\n".join(rank_block(result, rank)))
-    return (f"<div class='mpinb-rank' data-rank='{rank}' style='flex:1;min-width:14em;border:1px solid #ccc;"
-            f"padding:4px;margin:2px'><div style='font-weight:bold;color:{color}'>rank {rank} ({state})</div>"
-            f"<pre style='{_STYLE}'>{body}</pre>{_png_tags(rec)}</div>")
+    return _card(f"rank {rank} ({state})", STATE_COLORS.get(state, "#555"), rank_block(result, rank),
+                 _png_tags(result.records.get(rank)), str(rank))
+
+
+def group_html(result, ranks: list[int], lines: list[str]) -> str:
+    """A group of ranks with the same output; images of the group's first rank (they are equal
+    when the values are: a value's summary line includes its statistics)."""
+    states = {result.states.get(r, "?") for r in ranks}
+    color = STATE_COLORS.get(states.pop(), "#555") if len(states) == 1 else "#555"
+    values = dict(rank_sections(result, ranks[0])).get("values", ())
+    images = _png_tags(result.records.get(ranks[0])) if values and set(values) <= set(lines) else ""
+    return _card(label(ranks), color, lines, images, ",".join(map(str, ranks)))
+
+
+def state_grid_html(result) -> str:
+    """The ranks' states: one line, or from GRID_FROM ranks on a grid of small cells (time on hover)."""
+    if len(result.ranks) < GRID_FROM:
+        return f"<div class='mpinb-states'>{html.escape(state_line(result))}</div>"
+    cells = []
+    for r in result.ranks:
+        state = result.states.get(r, "?")
+        rec = result.records.get(r)
+        tip = f"rank {r}: {state}" + (f" in {rec.elapsed:.3f} s" if rec else "")
+        cells.append(f"<span title='{html.escape(tip)}' style='display:inline-block;width:2.6em;margin:1px;"
+                     f"text-align:center;color:white;background:{STATE_COLORS.get(state, '#555')}'>{r}</span>")
+    return (f"<div class='mpinb-states' data-grid='1'>{''.join(cells)}</div>"
+            f"<div style='font-size:11px'>{html.escape(state_line(result))}</div>")
 
 
 def header_html(result) -> str:
@@ -125,20 +226,44 @@ def header_html(result) -> str:
     head = f"<div class='mpinb-summary' style='font-weight:bold'>{html.escape(result.summary())}</div>"
     notes = "".join(f"<div class='mpinb-note' style='color:#c62828'>note: {html.escape(n)}</div>"
                     for n in result.notes)
-    return head + notes
+    return head + notes + ("" if result.by_rank else state_grid_html(result))
+
+
+def _finding_html(severity: str, text: str) -> str:
+    text, _, link = text.rpartition(" See ")
+    anchor = f" <a href='{html.escape(link)}' target='_blank'>tutorial</a>" if link else ""
+    return (f"<div class='mpinb-finding' data-severity='{severity}' style='color:{SEVERITY_COLORS[severity]}'>"
+            f"{html.escape(text)}{anchor}</div>")
+
+
+def timeline_html(result) -> str:
+    """The collectives' timeline: the picture, with its one-line summary."""
+    picture = timeline.svg(result)
+    if not picture:
+        return ""
+    return (f"<div class='mpinb-timeline-block'><div>{html.escape(timeline.summary(result))}</div>"
+            f"{picture}</div>")
 
 
 def footer_html(result) -> str:
-    """Warnings that concern all ranks (the text view's [all ranks] block)."""
-    shared = [w for w in result.warnings if w.rank is None]
-    return "".join(f"<div class='mpinb-shared' style='color:#c62828'>warning: {html.escape(str(w))}</div>"
-                   for w in shared)
+    """The layout findings, each once (in the --by-rank view: those found across ranks), and
+    the timeline of the cell's collectives."""
+    if result.by_rank:
+        items = [(w.severity, finding_text(w, ranks)) for w, ranks in hlo.distinct(result.warnings) if ranks == [None]]
+    else:
+        items = findings(result)
+    return "".join(_finding_html(severity, text) for severity, text in items) + timeline_html(result)
+
+
+def body_html(result) -> str:
+    if result.by_rank:
+        return "".join(rank_html(result, r) for r in result.ranks)
+    return "".join(group_html(result, ranks, lines) for ranks, lines in groups(result))
 
 
 def render_html(result) -> str:
-    cols = "".join(rank_html(result, r) for r in result.ranks)
-    return (f"<div class='mpinb-view'>{header_html(result)}<div style='display:flex;flex-wrap:wrap'>{cols}</div>"
-            f"{footer_html(result)}</div>")
+    return (f"<div class='mpinb-view'>{header_html(result)}<div style='display:flex;flex-wrap:wrap'>"
+            f"{body_html(result)}</div>{footer_html(result)}</div>")
 
 
 # ------------------------------------------------------------------------------ widgets
@@ -159,8 +284,16 @@ def widgets_available() -> bool:
 
 
 def build_widget(result):
-    """ipywidgets view: summary on top, one column per rank, pages of 8 ranks."""
+    """ipywidgets view: summary on top, then the groups of ranks (or, --by-rank, one column per
+    rank in pages of 8 ranks), then the layout findings."""
     import ipywidgets as w
+
+    if not result.by_rank:
+        parts = [w.HTML(header_html(result)),
+                 w.HTML(f"<div style='display:flex;flex-wrap:wrap'>{body_html(result)}</div>")]
+        if footer_html(result):
+            parts.append(w.HTML(footer_html(result)))
+        return w.VBox(parts, layout=w.Layout(width="100%"))
 
     def column(rank):
         return w.HTML(rank_html(result, rank), layout=w.Layout(flex="1 1 0", min_width="14em"))
@@ -192,35 +325,77 @@ def mimebundle(result) -> dict:
 
 
 class LiveOutput:
-    """Streams each rank's output while a cell runs: into per-rank widget areas in a notebook,
-    as ``[stdout:N]`` prefixed lines elsewhere."""
+    """Streams each rank's output while a cell runs, throttled and appended: in a notebook into
+    one ipywidgets ``Output`` area per rank (what is printed inside it is appended by the front
+    end, never resent), elsewhere as ``[stdout:N]`` prefixed lines. At most ``max_lines`` lines
+    per rank are streamed (the final view has the head and tail of everything, the result all
+    of it); text is sent at most every ``interval`` seconds."""
 
-    def __init__(self, ranks, use_widgets: bool | None = None):
+    def __init__(self, ranks, use_widgets: bool | None = None, max_lines: int | None = 200,
+                 interval: float = 0.2):
         self.ranks = list(ranks)
         self.use_widgets = widgets_available() if use_widgets is None else use_widgets
+        self.max_lines = max_lines or None
+        self.interval = interval
         self.handle = None
         self.areas = {}
+        self.pending: dict[int, list[str]] = {}
+        self.lines: dict[int, int] = dict.fromkeys(self.ranks, 0)
+        self.cut: set[int] = set()
+        self.last_flush = 0.0
         if self.use_widgets:
             import ipywidgets as w
             from IPython.display import display
 
-            self.areas = {r: w.Textarea(value="", description=f"rank {r}", disabled=True,
-                                        layout=w.Layout(flex="1 1 0", height="8em")) for r in self.ranks}
-            box = w.HBox(list(self.areas.values())[:RANKS_PER_PAGE], layout=w.Layout(flex_flow="row wrap"))
-            self.handle = display(box, display_id=True)
+            self.areas = {r: w.Output(layout=w.Layout(flex="1 1 0", min_width="14em", max_height="12em",
+                                                      overflow="auto", border="1px solid #ddd"))
+                          for r in self.ranks}
+            columns = [w.VBox([w.HTML(f"<b>rank {r}</b>"), self.areas[r]], layout=w.Layout(flex="1 1 0"))
+                       for r in self.ranks[:RANKS_PER_PAGE]]
+            self.handle = display(w.HBox(columns, layout=w.Layout(flex_flow="row wrap")), display_id=True)
+
+    def _prefixed(self, rank: int, stream: str, text: str) -> str:
+        if self.use_widgets:
+            return text
+        prefix = f"[{stream}:{rank}] "
+        return "".join(prefix + line + "\n" for line in text.rstrip("\n").split("\n"))
 
     def __call__(self, rank: int, stream: str, text: str) -> None:
-        if self.use_widgets and rank in self.areas:
-            self.areas[rank].value += text
+        import time
+
+        if self.use_widgets and stream == "error" and rank in self.areas:
+            return  # the final view shows errors with their traceback
+        if rank in self.cut:
             return
-        if self.use_widgets and stream == "error":
-            return
-        prefix = f"[{stream}:{rank}] "
-        sys.stdout.write("".join(prefix + line + "\n" for line in text.rstrip("\n").split("\n")))
+        if self.max_lines is not None and stream != "error":
+            room = self.max_lines - self.lines.get(rank, 0)
+            lines = text.splitlines(True)
+            if len(lines) > room:
+                text = "".join(lines[:max(room, 0)]) + (f"... (rank {rank}: more output, shown when the cell ends)\n")
+                self.cut.add(rank)
+            self.lines[rank] = self.lines.get(rank, 0) + len(lines)
+        self.pending.setdefault(rank, []).append(self._prefixed(rank, stream, text))
+        if time.monotonic() - self.last_flush >= self.interval:
+            self.flush()
+
+    def flush(self) -> None:
+        import time
+
+        pending, self.pending = self.pending, {}
+        self.last_flush = time.monotonic()
+        for rank, chunks in pending.items():
+            text = "".join(chunks)
+            if self.use_widgets and rank in self.areas:
+                with self.areas[rank]:
+                    sys.stdout.write(text)
+                    sys.stdout.flush()
+            else:
+                sys.stdout.write(text)
         sys.stdout.flush()
 
     def close(self) -> None:
         """Remove the live areas (the final view replaces them)."""
+        self.flush()
         if self.handle is not None:
             from IPython.display import HTML
 

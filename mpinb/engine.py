@@ -169,13 +169,22 @@ def _namespace() -> dict:
     return sys.modules["__main__"].__dict__
 
 
-def _execute(code: str, ns: dict, filename: str):
-    """exec a cell; the value of a final expression statement is returned (like IPython)."""
+#: {cell filename: its notebook label, e.g. "In[5]"}: how tracebacks name the cells' frames
+CELL_LABELS: dict[str, str] = {}
+
+
+def _execute(code: str, ns: dict, filename: str, header: str = ""):
+    """exec a cell; the value of a final expression statement is returned (like IPython).
+    ``header``: the lines above the code in the notebook's cell (the ``%%mpijax`` line), so that
+    line numbers and context in tracebacks are those the notebook shows."""
     shell = _shell()
     if shell is not None and hasattr(shell, "transform_cell"):
         code = shell.transform_cell(code)
-    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    head = header.splitlines(True)
+    linecache.cache[filename] = (len(header) + len(code), None, head + code.splitlines(True), filename)
     tree = ast.parse(code, filename)
+    if head:
+        ast.increment_lineno(tree, len(head))
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
@@ -186,10 +195,11 @@ def _execute(code: str, ns: dict, filename: str):
 
 
 def _error(exc: BaseException) -> ErrorInfo:
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
-        tb = tb.tb_next
-    return ErrorInfo.from_exception(exc, tb)
+    """The error as the notebook shows it: IPython-style traceback (mpinb.tracebacks)."""
+    from .tracebacks import format_exception
+
+    text = format_exception(exc, CELL_LABELS, extra_hidden=(__file__,))
+    return ErrorInfo(ename=type(exc).__name__, evalue=str(exc), traceback=text)
 
 
 def _flatten(tree):
@@ -246,7 +256,7 @@ def _rollback(ns: dict, snapshot: dict) -> None:
             ns[name] = value
 
 
-def _eager_pass(code: str, ns: dict, filename: str):
+def _eager_pass(code: str, ns: dict, filename: str, header: str = ""):
     """Run the cell under jax.disable_jit() in the real namespace, so that functions defined in
     earlier cells read the cell's new globals (as eager execution would), then roll the bindings
     back for the jitted pass. Returns (the namespace as the eager pass left it, its value, what it
@@ -258,7 +268,7 @@ def _eager_pass(code: str, ns: dict, filename: str):
     value, error = None, None
     try:
         with jax.disable_jit(), contextlib.redirect_stdout(out):
-            value = _execute(code, ns, filename)
+            value = _execute(code, ns, filename, header)
     except BaseException as exc:  # noqa: BLE001 - reported, the jitted run still happens
         error = _error(exc)
     finally:
@@ -282,24 +292,33 @@ def _compare_passes(names, ns, value, eager_ns, eager_value, stdout, eager_stdou
 
 
 def run_cell(code: str, *, compare: bool = False, show: tuple[str, ...] = (), hlo: bool = True,
-             images: bool = False, participants: tuple[int, ...] | None = None) -> RankRecord:
+             images: bool = False, participants: tuple[int, ...] | None = None,
+             label: str | None = None, header: str = "") -> RankRecord:
     """Run one cell here and describe what happened (see module docstring). ``participants``:
     the ranks that run this cell when not all do; a collective that needs another rank then
-    fails at once instead of waiting forever."""
+    fails at once instead of waiting forever. ``label``: how tracebacks name the cell
+    (``In[5]``, the notebook's execution count); ``header``: the cell's lines above the code."""
     from mpinb.mpi import library
 
     STATE["cells"] = STATE.get("cells", 0) + 1
     cell_no = STATE["cells"]
     STATE["running"] = cell_no
-    library.load().set_participants(participants)
+    lib = library.load()
+    lib.set_participants(participants)
+    calls_before, wall0, mpi0 = lib.counters()["calls"], time.time(), lib.wtime()
     try:
-        return _run_cell(cell_no, code, compare=compare, show=show, hlo=hlo, images=images)
+        CELL_LABELS[f"<mpijax-cell-{cell_no}>"] = label or f"<mpijax-cell-{cell_no}>"
+        record = _run_cell(cell_no, code, compare=compare, show=show, hlo=hlo, images=images, header=header)
+        events, record.timeline_dropped = lib.timeline(calls_before)
+        record.timeline = [(e["op"], wall0 + e["t0"] - mpi0, wall0 + e["t1"] - mpi0, e["bytes"], e["peer"])
+                           for e in events]
+        return record
     finally:
         library.load().set_participants(None)
         STATE["running"] = None
 
 
-def _run_cell(cell_no, code, *, compare, show, hlo, images) -> RankRecord:
+def _run_cell(cell_no, code, *, compare, show, hlo, images, header) -> RankRecord:
     filename = f"<mpijax-cell-{cell_no}>"
     ns = _namespace()
     before = {k: id(v) for k, v in ns.items()}
@@ -308,13 +327,13 @@ def _run_cell(cell_no, code, *, compare, show, hlo, images) -> RankRecord:
         new_hlo_modules()  # forget modules compiled outside %%mpijax cells
     eager_ns, eager_value, eager_stdout = None, None, ""
     if compare:
-        eager_ns, eager_value, eager_stdout, record.eager_error = _eager_pass(code, ns, filename)
+        eager_ns, eager_value, eager_stdout, record.eager_error = _eager_pass(code, ns, filename, header)
     t0 = time.perf_counter()
     value = None
     tee = _Tee(sys.stdout) if compare else None
     try:
         with contextlib.redirect_stdout(tee) if tee else contextlib.nullcontext():
-            value = _execute(code, ns, filename)
+            value = _execute(code, ns, filename, header)
     except BaseException as exc:  # noqa: BLE001 - reported to the client per rank
         record.ok = False
         record.error = _error(exc)

@@ -226,9 +226,43 @@ def parse_module(text: str, name: str | None = None) -> Module:
 # ----------------------------------------------------------------------------- warnings
 
 
+TUTORIAL = "notebooks/02_debugging_transpose.ipynb"
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """How a kind of finding is put to people: its severity, what it means, what to do."""
+
+    severity: str    # error: gives wrong results; warning: may; info: a cost
+    meaning: str
+    action: str
+    link: str
+
+
+#: One row per kind of HLO finding; the view, the summary and the tests read it from here.
+KINDS = {
+    "non-row-major": Kind(
+        "error", "a collective reads a buffer that is not row-major: ranks exchange scrambled data",
+        "use mpinb's collectives (they pin row-major layouts) or make the buffer contiguous first",
+        f"{TUTORIAL}#Reproducing-the-symptom-on-CPU:-jitted-wrong,-eager-right-(warning-1)"),
+    "divergent": Kind(
+        "error", "the ranks compiled different collectives: they may deadlock or mix data",
+        "make every rank call the same collectives in the same order with the same shapes",
+        "README.md#troubleshooting"),
+    "unconstrained": Kind(
+        "warning", "a custom call without layout constraints: row-major here, maybe not on GPU",
+        "pin its operand and result layouts (mpinb's collectives do)",
+        f"{TUTORIAL}#A-custom-call-without-layout-constraints-(warning-2)"),
+    "relayout": Kind(
+        "info", "XLA copies a buffer into row-major order for a collective: correct, costs a copy",
+        "nothing, unless the copy is large: then transpose after the collective instead of before",
+        f"{TUTORIAL}#What-XLA-compiled"),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class HloWarning:
-    kind: str        # non-row-major | unconstrained | relayout | divergent
+    kind: str        # a key of KINDS
     rank: int | None
     module: str
     instruction: str
@@ -239,6 +273,34 @@ class HloWarning:
         where = f" at {self.source}" if self.source else ""
         who = f"rank {self.rank}" if self.rank is not None else "ranks"
         return f"[{self.kind}] {who}, {self.module}, %{self.instruction}{where}: {self.message}"
+
+    @property
+    def severity(self) -> str:
+        return KINDS[self.kind].severity
+
+    @property
+    def identity(self) -> tuple:
+        """What makes two findings the same finding: equal on several ranks, or on the nested
+        modules of one jitted call, it is shown once (module names and ranks left out)."""
+        return (self.kind, self.instruction, self.message, self.source)
+
+    def plain(self) -> str:
+        """The finding in plain words, without rank or module: severity, meaning, where, what to do."""
+        info = KINDS[self.kind]
+        where = f" ({self.source})" if self.source else ""
+        return (f"{info.severity}: {info.meaning}{where}. {self.message}. What to do: {info.action}. "
+                f"See {info.link}")
+
+
+def distinct(warnings) -> list[tuple[HloWarning, list[int | None]]]:
+    """Each distinct finding once, with the ranks it was found on (None: found across ranks)."""
+    seen: dict[tuple, tuple[HloWarning, list]] = {}
+    for w in warnings:
+        _, ranks = seen.setdefault(w.identity, (w, []))
+        if w.rank not in ranks:
+            ranks.append(w.rank)
+    order = {"error": 0, "warning": 1, "info": 2}
+    return sorted(seen.values(), key=lambda item: order[item[0].severity])
 
 
 def is_collective(inst: Instruction) -> bool:

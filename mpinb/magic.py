@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import typing
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -72,6 +73,10 @@ def cell_parser() -> _Parser:
     p.add_argument("--show", type=_names, default=[], help="variables to summarise per rank, e.g. 'x,y'")
     p.add_argument("--images", action="store_true", help="draw 2-D arrays among the shown values as images")
     p.add_argument("--setup", action="store_true", help="replay this cell after %%mpijax restart")
+    p.add_argument("--by-rank", action="store_true",
+                   help="show every rank in full (default: ranks with the same output grouped)")
+    p.add_argument("--max-lines", type=int, default=200,
+                   help="lines of each output stream shown per rank, head and tail (default 200; 0: all)")
     p.add_argument("--no-raise", action="store_true",
                    help="show a failed, dead or unfinished rank without raising CellFailed afterwards "
                         "(for cells that fail on purpose; by default Run All stops at such a cell)")
@@ -110,8 +115,46 @@ def line_parser() -> _Parser:
     return p
 
 
+class StatusTable(dict):
+    """``%mpijax status``: the cluster's state as a small table; still the dict of
+    ``MPICluster.status()`` (plus the default timeout) for code that reads it."""
+
+    LABELS: typing.ClassVar[dict[str, str]] = {
+        "running": "running", "n": "ranks", "launcher": "launcher", "engines": "engines", "hosts": "hosts",
+        "lost": "MPI job lost", "blocked_ranks": "ranks still in a cell", "checked": "checked mode",
+        "hlo_capture": "HLO capture", "uptime_s": "up (s)", "start_s": "start took (s)",
+        "setup_cells": "setup cells", "default_timeout": "default timeout (s)", "pids": "engine PIDs (their hosts)"}
+
+    def rows(self) -> list[tuple[str, str]]:
+        def show(value):
+            if isinstance(value, list):
+                from .grouping import rank_ranges
+
+                ints = all(isinstance(v, int) for v in value)
+                return (rank_ranges(value) if ints and value else ", ".join(map(str, value))) or "none"
+            return "none" if value is None else str(value)
+
+        return [(self.LABELS.get(key, key), show(value)) for key, value in self.items()]
+
+    def text(self) -> str:
+        rows = self.rows()
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(self.text())
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        import html
+
+        cells = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
+                        f"{html.escape(v)}</td></tr>" for k, v in self.rows())
+        return {"text/plain": self.text(), "text/html": f"<table class='mpinb-status'>{cells}</table>"}
+
+
 class HloView:
-    """Per-rank compiled HLO with non-row-major layouts marked ``<<...>>``."""
+    """Compiled HLO with non-row-major layouts marked ``<<...>>``: once for ranks that compiled
+    the same text (``[ranks 0-3]``), each layout finding once with its ranks."""
 
     def __init__(self, per_rank: dict[int, list[tuple[str, str]]]):
         from . import hlo
@@ -121,18 +164,21 @@ class HloView:
 
     def text(self) -> str:
         from . import hlo
+        from .display import finding_text
+        from .grouping import group_by, label
 
-        lines = []
-        for rank, modules in sorted(self.per_rank.items()):
-            lines.append(f"[rank {rank}]")
-            for w in (w for w in self.warnings if w.rank == rank):
-                lines.append(f"  warning: {w}")
-            for name, text in modules:
-                lines.append(f"  module {name}:")
+        def entries(modules):
+            out = []
+            for _, text in modules:
                 entry = text[text.find("ENTRY"):] if "ENTRY" in text else text
-                lines.extend("    " + line for line in hlo.highlight_layouts(entry).splitlines())
-        for w in (w for w in self.warnings if w.rank is None):
-            lines.append(f"warning: {w}")
+                out.append(hlo.highlight_layouts(entry))
+            return tuple(out)
+
+        lines = [finding_text(w, ranks) for w, ranks in hlo.distinct(self.warnings)]
+        for ranks, texts in group_by({r: entries(m) for r, m in self.per_rank.items()}):
+            lines.append(f"[{label(ranks)}]")
+            for text in texts:
+                lines.extend("    " + line for line in text.splitlines())
         return "\n".join(lines)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
@@ -202,7 +248,7 @@ class MpiJaxMagics(Magics):
                   + (f", {len(cluster.setup_cells)} setup cell(s) replayed" if replayed else ""))
             return None
         if cmd == "status":
-            status = self.cluster.status() if self.cluster else {"running": False}
+            status = StatusTable(self.cluster.status() if self.cluster else {"running": False})
             status["default_timeout"] = self.default_timeout
             return status
         if cmd == "timeout":
@@ -235,7 +281,7 @@ class MpiJaxMagics(Magics):
         except ValueError as exc:
             raise UsageError(str(exc)) from exc
         timeout = getattr(args, "timeout", self.default_timeout)
-        live = LiveOutput(ranks)
+        live = LiveOutput(ranks, max_lines=args.max_lines)
         try:
             result = cluster.run_cell(cell, ranks=ranks, compare=args.compare, hlo=not args.no_hlo,
                                       timeout=timeout, show=args.show, images=args.images,
@@ -244,6 +290,7 @@ class MpiJaxMagics(Magics):
             raise UsageError(f"%%mpijax: {exc}") from None
         finally:
             live.close()
+        result.by_rank, result.max_lines = args.by_rank, args.max_lines
         self.last_result = result
         self.shell.user_ns["_mpijax"] = result
         display(result)

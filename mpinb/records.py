@@ -47,6 +47,10 @@ class RankRecord:
     eager_error: ErrorInfo | None = None                        # the eager pass of --compare raised
     hlo: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (module, optimized HLO)
     hlo_capture: bool = False                                   # HLO dumps work on this rank
+    # the cell's mpinb calls, oldest first: (op, start, end, bytes, peer), wall-clock seconds
+    # (time.time() of this rank's host); and how many more the library's ring no longer held
+    timeline: list[tuple[str, float, float, int, int]] = dataclasses.field(default_factory=list, kw_only=True)
+    timeline_dropped: int = dataclasses.field(default=0, kw_only=True)
 
     @property
     def engine_died(self) -> bool:

@@ -29,23 +29,77 @@ def result():
 
 def test_summary_line():
     assert result().summary() == ("3 ranks, 1.50 s, 1 failed (1), 1 still running (2), timed out, "
-                                  "2 layout warnings (1 divergent, 1 unconstrained), jit == eager: y")
+                                  "2 layout findings: 1 divergent (error), 1 unconstrained (warning), "
+                                  "jit == eager: y")
 
 
-def test_text_has_one_block_per_rank():
-    text = display.render_text(result())
+def test_by_rank_text_has_one_block_per_rank():
+    res = result()
+    res.by_rank = True
+    text = display.render_text(res)
     blocks = text.split("[rank ")
     assert len(blocks) == 4
     r0, r1, r2 = blocks[1], blocks[2], blocks[3]
     assert "hi" in r0 and "Out: float64[8]  min 0 max 7 mean 3.5" in r0 and "compare: y: jit == eager" in r0
-    assert "[unconstrained]" in r0
+    assert "warning [unconstrained] rank 0: a custom call without layout constraints" in r0
     assert "error: ValueError: boom" in r1 and "oops" in r1
     assert "state: still running, not inside an mpinb collective" in r2 and "partial" in r2
-    assert text.rstrip().endswith("rank 0 compiled a but rank 2 compiled b")
+    shared = text.split("[all ranks]")[1]
+    assert "error [divergent] across ranks" in shared and "rank 0 compiled a but rank 2 compiled b" in shared
+
+
+def four_ranks(lines_per_rank: int = 1):
+    """Ranks 0-2 print and compute the same; rank 3 differs. A relayout on every rank, in two
+    nested modules of one jitted call."""
+    same = values.summarize(np.zeros(3))
+    recs = {r: RankRecord(rank=r, ok=True, elapsed=0.01 + r / 1000,
+                          result=same if r < 3 else values.summarize(np.ones(3))) for r in range(4)}
+    text = "".join(f"line {i}\n" for i in range(lines_per_rank))
+    w = [hlo.HloWarning("relayout", r, module, "copy.1", "copy %copy.1 materialises f32[4,4]{0,1} (64 B)",
+                        "cell.py:3") for r in range(4) for module in ("jit_step", "jit_step.inner")]
+    return CellResult("code", [0, 1, 2, 3], recs, dict.fromkeys(range(4), text), dict.fromkeys(range(4), ""),
+                      dict.fromkeys(range(4), "finished"), 0.5, w)
+
+
+def test_grouped_view_says_each_thing_once_with_its_ranks():
+    res = four_ranks()
+    text = display.render_text(res)
+    assert text.count("line 0") == 1 and "[ranks 0-3]\n  stdout:\n      line 0" in text
+    assert "[ranks 0-2]\n  Out: float64[3]  min 0 max 0" in text and "[rank 3]\n  Out: float64[3]  min 1 max 1" in text
+    assert "finished: ranks 0-3 (0.010-0.013 s)" in text
+    finding = [ln for ln in text.splitlines() if "[relayout]" in ln]
+    assert len(finding) == 1 and finding[0].startswith("info [relayout] ranks 0-3: XLA copies a buffer")
+    assert "What to do:" in finding[0] and "02_debugging_transpose.ipynb#What-XLA-compiled" in finding[0]
+    assert "1 layout finding: 1 relayout (info)" in res.summary()
+    page = display.render_html(res)
+    assert page.count("class='mpinb-rank'") == 3  # ranks 0-3, ranks 0-2, rank 3
+    assert "data-severity='info'" in page and "href='notebooks/02_debugging_transpose.ipynb#What-XLA-compiled'" in page
+
+
+def test_output_is_trimmed_to_head_and_tail():
+    res = four_ranks(lines_per_rank=20_000)
+    text = display.render_text(res)
+    assert "line 0\n" in text and "line 19999" in text and "line 10000" not in text
+    assert "... 19,800 lines hidden" in text
+    res.max_lines = 0
+    assert "line 10000" in display.render_text(res)
+    assert res.stdout[0].count("\n") == 20_000  # the result keeps everything
+
+
+def test_many_ranks_get_a_state_grid():
+    res = four_ranks()
+    assert "data-grid" not in display.render_html(res)
+    recs = {r: RankRecord(rank=r, ok=True, elapsed=0.01) for r in range(16)}
+    big = CellResult("c", list(range(16)), recs, dict.fromkeys(range(16), ""), dict.fromkeys(range(16), ""),
+                     dict.fromkeys(range(16), "finished"), 0.1)
+    page = display.render_html(big)
+    assert "data-grid='1'" in page and page.count("title='rank ") == 16
 
 
 def test_html_has_one_column_per_rank_and_an_image():
-    page = display.render_html(result())
+    res = result()
+    res.by_rank = True
+    page = display.render_html(res)
     assert page.count("class='mpinb-rank'") == 3
     assert "data:image/png;base64," in page
 
@@ -79,16 +133,18 @@ def test_parse_ranks():
 def test_widget_html_and_text_carry_the_same_facts():
     """Notes (restart advice), shared warnings and per-rank text: in the widget, the HTML and
     text/plain alike."""
-    res = result()
-    res.notes.append("rank(s) [2] are blocked inside MPI; SIGINT cannot free them: run %mpijax restart")
-    text = display.render_text(res)
-    page = display.render_html(res)
-    widget = widget_html(display.build_widget(res))
-    for fact in ("SIGINT cannot free them: run %mpijax restart", "rank 0 compiled a but rank 2 compiled b",
-                 "ValueError: boom", "partial", "jit == eager: y"):
-        assert fact in text, fact
-        assert fact in page, fact
-        assert fact in widget, fact
+    for by_rank in (False, True):
+        res = result()
+        res.by_rank = by_rank
+        res.notes.append("rank(s) [2] are blocked inside MPI; SIGINT cannot free them: run %mpijax restart")
+        text = display.render_text(res)
+        page = display.render_html(res)
+        widget = widget_html(display.build_widget(res))
+        for fact in ("SIGINT cannot free them: run %mpijax restart", "rank 0 compiled a but rank 2 compiled b",
+                     "ValueError: boom", "partial", "jit == eager: y", "a custom call without layout constraints"):
+            assert fact in text, (by_rank, fact)
+            assert fact in page, (by_rank, fact)
+            assert fact in widget, (by_rank, fact)
 
 
 def test_records_are_typed_and_pickle():
@@ -104,3 +160,36 @@ def test_records_are_typed_and_pickle():
     assert set(result().states.values()) <= set(typing.get_args(State))
     with pytest.raises(TypeError):
         RankRecord(0, True, 0.0, None, None, {}, [], None, [], False, "extra")  # no stray fields
+
+
+def test_timeline_shows_who_waited_for_whom():
+    """Rank 1 reaches the allreduce 1.2 s after ranks 0 and 2, which wait inside it meanwhile."""
+    t = 1_000.0
+    lines = {0: [("allreduce", t + 0.1, t + 1.3, 16, -1), ("send", t + 1.4, t + 1.5, 8, 1)],
+             1: [("allreduce", t + 1.3, t + 1.3001, 16, -1), ("recv", t + 1.4, t + 1.5, 8, 0)],
+             2: [("allreduce", t + 0.1, t + 1.3, 16, -1)]}
+    recs = {r: RankRecord(rank=r, ok=True, elapsed=1.5, timeline=evs) for r, evs in lines.items()}
+    res = CellResult("c", [0, 1, 2], recs, dict.fromkeys(lines, ""), dict.fromkeys(lines, ""),
+                     dict.fromkeys(lines, "finished"), 1.6)
+    assert display.timeline.summary(res) == ("timeline: 1-2 mpinb calls per rank; longest wait: allreduce #1: "
+                                             "rank 1 entered 1.2 s after rank 0")
+    assert display.timeline.summary(res) in display.render_text(res)
+    picture = display.timeline.svg(res)
+    assert picture.startswith("<svg") and picture.count("<rect") == 5
+    assert picture.count("data-op='allreduce'") == 3
+    assert "rank 1: allreduce (call 1), 16 B, 0.0001 s, from 1.2 s" in picture
+    for page in (display.render_html(res), widget_html(display.build_widget(res))):
+        assert "class='mpinb-timeline'" in page
+    assert display.timeline.svg(result()) == "" and "timeline" not in display.render_text(result())
+
+
+def test_live_output_is_throttled_and_capped(capsys):
+    live = display.LiveOutput([0, 1], use_widgets=False, max_lines=5, interval=3600)
+    for i in range(20):
+        live(0, "stdout", f"line {i}\n")
+    live(1, "stderr", "warn\n")
+    assert capsys.readouterr().out == "[stdout:0] line 0\n"  # the first call flushed; then held back
+    live.close()
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"[stdout:0] line {i}" for i in range(1, 5)] + [
+        "[stdout:0] ... (rank 0: more output, shown when the cell ends)", "[stderr:1] warn"]

@@ -1,0 +1,92 @@
+"""Tracebacks as IPython shows them, for errors raised on the ranks::
+
+    ValueError                                Traceback (most recent call last)
+    Cell In[5], line 4
+          2 x = jnp.ones(3)
+          3 y = step(x)
+    ----> 4 raise ValueError("bad")
+
+    ValueError: bad
+
+A frame of a notebook cell is named by the notebook's execution count (``Cell In[5]``) with
+line numbers counted from the cell's first line (the ``%%mpijax`` line is line 1). Frames of
+JAX's internals are left out, as ``jax_traceback_filtering`` leaves them out, and so are frames
+that ask to be hidden (``__tracebackhide__``) and mpinb's own engine frames. Pure: no IPython.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+
+CONTEXT = 2  # lines before and after the failing line
+HIDDEN_PACKAGES = ("jax", "jaxlib")
+_CHAIN_SKIP = ("UnfilteredStackTrace",)  # JAX attaches the unfiltered trace as the cause
+
+
+def _package_dirs() -> tuple[str, ...]:
+    dirs = []
+    for name in HIDDEN_PACKAGES:
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if path:
+            dirs.append(os.path.dirname(path) + os.sep)
+    return tuple(dirs)
+
+
+def hidden(frame, extra_files: tuple[str, ...] = ()) -> bool:
+    """A frame the reader does not need: JAX internals, __tracebackhide__, mpinb's engine."""
+    filename = frame.f_code.co_filename
+    if filename in extra_files or filename.startswith(_package_dirs()):
+        return True
+    return bool(frame.f_locals.get("__tracebackhide__") or frame.f_globals.get("__tracebackhide__"))
+
+
+def _context(filename: str, lineno: int) -> list[str]:
+    lines = []
+    for n in range(max(1, lineno - CONTEXT), lineno + CONTEXT + 1):
+        text = linecache.getline(filename, n)
+        if not text:
+            if n > lineno:
+                break
+            continue
+        arrow = "----> " if n == lineno else "      "
+        lines.append(f"{arrow}{n:<3} {text.rstrip()}")
+    return lines
+
+
+def format_frames(tb, labels: dict[str, str], extra_hidden: tuple[str, ...] = ()) -> list[str]:
+    out = []
+    while tb is not None:
+        frame, lineno = tb.tb_frame, tb.tb_lineno
+        if not hidden(frame, extra_hidden):
+            filename = frame.f_code.co_filename
+            label = labels.get(filename)
+            if label:
+                out.append(f"Cell {label}, line {lineno}")
+            else:
+                out.append(f"File {filename}:{lineno}, in {frame.f_code.co_name}")
+            out += _context(filename, lineno)
+            out.append("")
+        tb = tb.tb_next
+    return out
+
+
+def format_exception(exc: BaseException, labels: dict[str, str], tb=None,
+                     extra_hidden: tuple[str, ...] = ()) -> str:
+    """The whole report: chained causes first (as Python prints them), then the exception."""
+    parts = []
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    if cause is not None and type(cause).__name__ not in _CHAIN_SKIP:
+        parts.append(format_exception(cause, labels, extra_hidden=extra_hidden))
+        parts.append("The above exception was the direct cause of the following exception:\n"
+                     if exc.__cause__ is not None else
+                     "During handling of the above exception, another exception occurred:\n")
+    name = type(exc).__name__
+    lines = [f"{name:<42}Traceback (most recent call last)"]
+    lines += format_frames(tb if tb is not None else exc.__traceback__, labels, extra_hidden)
+    message = str(exc)
+    lines.append(f"{name}: {message}" if message else name)
+    parts.append("\n".join(lines))
+    return "\n".join(parts)
