@@ -12,11 +12,10 @@ Each stream shows at most ``result.max_lines`` lines per rank (head and tail).
 
 from __future__ import annotations
 
-import base64
 import html
 import sys
 
-from . import hlo, timeline
+from . import hlo, images, timeline
 from .grouping import label, merge_sections
 from .values import describe
 
@@ -83,7 +82,8 @@ def rank_sections(result, rank: int) -> list[tuple[str, tuple[str, ...]]]:
         sections += [("values", values),
                      ("error", [f"error: {rec.error}", _indent(rec.error.traceback)] if rec.error else []),
                      ("eager", [f"eager run failed: {rec.eager_error}"] if rec.eager_error else []),
-                     ("compare", [f"compare: {c}" for c in rec.comparisons])]
+                     ("compare", [f"compare: {c}" for c in rec.comparisons]),
+                     ("pictures", images.lines(result, rank))]
     return [(name, tuple(line for line in lines if line)) for name, lines in sections]
 
 
@@ -165,21 +165,6 @@ _STYLE = ("font-family:monospace;font-size:12px;white-space:pre-wrap;margin:0;"
           "max-height:24em;overflow:auto")
 
 
-def _png_tags(rec) -> str:
-    tags = []
-    items = []
-    if rec is None:
-        return ""
-    if rec.result:
-        items.append(("Out", rec.result))
-    items += list(rec.show.items())
-    for name, s in items:
-        if s.get("png"):
-            data = base64.b64encode(s["png"]).decode()
-            tags.append(f"<div>{html.escape(name)}<br><img src='data:image/png;base64,{data}'></div>")
-    return "".join(tags)
-
-
 def _card(title: str, color: str, body_lines: list[str], extra: str = "", rank: str = "") -> str:
     data = f" data-rank='{rank}'" if rank else ""
     body = html.escape("\n".join(body_lines))
@@ -192,17 +177,17 @@ def rank_html(result, rank: int) -> str:
     """One rank in full (the --by-rank view)."""
     state = result.states.get(rank, "?")
     return _card(f"rank {rank} ({state})", STATE_COLORS.get(state, "#555"), rank_block(result, rank),
-                 _png_tags(result.records.get(rank)), str(rank))
+                 images.tags(result, rank), str(rank))
 
 
 def group_html(result, ranks: list[int], lines: list[str]) -> str:
-    """A group of ranks with the same output; images of the group's first rank (they are equal
-    when the values are: a value's summary line includes its statistics)."""
+    """A group of ranks with the same output, and the pictures of its first rank when the group
+    holds the pictures' lines (equal lines: equal pictures, see images.lines)."""
     states = {result.states.get(r, "?") for r in ranks}
     color = STATE_COLORS.get(states.pop(), "#555") if len(states) == 1 else "#555"
-    values = dict(rank_sections(result, ranks[0])).get("values", ())
-    images = _png_tags(result.records.get(ranks[0])) if values and set(values) <= set(lines) else ""
-    return _card(label(ranks), color, lines, images, ",".join(map(str, ranks)))
+    own = images.lines(result, ranks[0])
+    pictures = images.tags(result, ranks[0]) if own and set(own) <= set(lines) else ""
+    return _card(label(ranks), color, lines, pictures, ",".join(map(str, ranks)))
 
 
 def state_grid_html(result) -> str:

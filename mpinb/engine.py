@@ -22,6 +22,8 @@ import sys
 import threading
 import time
 
+import numpy as np
+
 from . import compare as cmp
 from . import values
 from .records import ErrorInfo, RankRecord
@@ -291,6 +293,21 @@ def _compare_passes(names, ns, value, eager_ns, eager_value, stdout, eager_stdou
     return comps
 
 
+def _diff_images(comparisons, ns, eager_ns) -> dict:
+    """jit - eager of the 2-D values found different, sampled for the view."""
+    out = {}
+    for c in comparisons:
+        if c.status != "different" or c.name not in ns or c.name not in (eager_ns or {}):
+            continue
+        try:
+            a, b = np.asarray(ns[c.name]), np.asarray(eager_ns[c.name])
+        except Exception:  # noqa: BLE001, S112 - not an array: nothing to draw
+            continue
+        if a.ndim == 2 and a.shape == b.shape and a.dtype.kind in "biufc":
+            out[c.name] = values.sample(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64) - b)
+    return out
+
+
 def run_cell(code: str, *, compare: bool = False, show: tuple[str, ...] = (), hlo: bool = True,
              images: bool = False, participants: tuple[int, ...] | None = None,
              label: str | None = None, header: str = "") -> RankRecord:
@@ -346,6 +363,8 @@ def _run_cell(cell_no, code, *, compare, show, hlo, images, header) -> RankRecor
         assigned = [k for k, v in ns.items() if not k.startswith("_") and (k not in before or before[k] != id(v))]
         record.comparisons = _compare_passes(assigned, ns, value, eager_ns, eager_value,
                                                 tee.copy.getvalue(), eager_stdout)
+        if images:
+            record.diff_images = _diff_images(record.comparisons, ns, eager_ns)
     if hlo:
         record.hlo = new_hlo_modules()
     return record

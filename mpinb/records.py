@@ -51,6 +51,8 @@ class RankRecord:
     # (time.time() of this rank's host); and how many more the library's ring no longer held
     timeline: list[tuple[str, float, float, int, int]] = dataclasses.field(default_factory=list, kw_only=True)
     timeline_dropped: int = dataclasses.field(default=0, kw_only=True)
+    # --compare --images: jit - eager of 2-D values that differ, sampled (values.sample)
+    diff_images: dict = dataclasses.field(default_factory=dict, kw_only=True)
 
     @property
     def engine_died(self) -> bool:

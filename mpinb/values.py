@@ -1,18 +1,17 @@
 """Compact, picklable summaries of values for the per-rank view (pure NumPy).
 
 Arrays are described by shape, dtype, min/max/mean and a short preview instead of being sent
-whole from the engines; 2-D arrays can also travel as a small grayscale PNG.
+whole from the engines; 2-D arrays can also travel as a small image (at most IMAGE_SIDE values
+per side, nearest-neighbour sampled), which the notebook colours on one scale shared by all
+ranks (``mpinb.images``).
 """
 
 from __future__ import annotations
 
-import struct
-import zlib
-
 import numpy as np
 
 PREVIEW = 6
-IMAGE_SIDE = 96
+IMAGE_SIDE = 160
 
 
 def _array_like(value) -> bool:
@@ -41,7 +40,7 @@ def summarize(value, *, image: bool = False) -> dict:
         out["preview"] = np.array2string(flat[:PREVIEW], precision=4, separator=", ", threshold=PREVIEW + 1)
         out["truncated"] = bool(flat.size > PREVIEW)
         if image and a.ndim == 2 and a.size and numeric:
-            out["png"] = png_gray(a)
+            out["image"] = sample(a)
         return out
     text = repr(value)
     return {"kind": "object", "repr": text if len(text) <= 400 else text[:400] + "..."}
@@ -65,24 +64,11 @@ def describe(summary: dict) -> str:
     return "  ".join(parts)
 
 
-def png_gray(a: np.ndarray, side: int = IMAGE_SIDE) -> bytes:
-    """A 2-D array as an 8-bit grayscale PNG, nearest-neighbour resampled to at most side×side."""
+def sample(a, side: int = IMAGE_SIDE) -> np.ndarray:
+    """A 2-D array nearest-neighbour sampled to at most ``side`` x ``side`` float32 values
+    (magnitudes for complex arrays): what travels to the notebook to be drawn."""
     a = np.asarray(a)
     a = np.abs(a) if a.dtype.kind == "c" else a.astype(np.float64)
     rows = np.linspace(0, a.shape[0] - 1, min(side, a.shape[0])).astype(int)
     cols = np.linspace(0, a.shape[1] - 1, min(side, a.shape[1])).astype(int)
-    a = a[np.ix_(rows, cols)]
-    lo, hi = np.nanmin(a), np.nanmax(a)
-    scaled = np.zeros(a.shape) if not np.isfinite(hi - lo) or hi == lo else (a - lo) / (hi - lo)
-    pixels = np.nan_to_num(scaled * 255).astype(np.uint8)
-    # enlarge small images so they are visible
-    k = max(1, 64 // max(pixels.shape))
-    pixels = np.kron(pixels, np.ones((k, k), np.uint8))
-    h, w = pixels.shape
-    raw = b"".join(b"\x00" + pixels[i].tobytes() for i in range(h))
-
-    def chunk(tag: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
-
-    header = struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return a[np.ix_(rows, cols)].astype(np.float32)

@@ -7,7 +7,7 @@ import pytest
 from views import widget_html
 
 from mpinb import compare as cmp
-from mpinb import display, hlo, values
+from mpinb import display, hlo, images, values
 from mpinb.cell import CellResult, parse_ranks
 from mpinb.records import ErrorInfo, RankRecord
 
@@ -110,14 +110,38 @@ def test_mimebundle_outside_a_kernel_is_text_and_html():
     assert bundle["text/plain"].startswith("3 ranks")
 
 
-def test_png_is_a_valid_grayscale_image():
-    png = values.png_gray(np.arange(12.0).reshape(3, 4))
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
-    assert (width, height) == (64, 48)  # enlarged 16x to be visible
-    idat = png[png.index(b"IDAT") + 4:png.index(b"IEND") - 8]
-    raw = zlib.decompress(idat)
-    assert len(raw) == height * (width + 1)
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_pictures_are_large_nearest_neighbour_and_share_one_scale():
+    small = values.sample(np.arange(48 * 64.0).reshape(48, 64))
+    data = images.picture(small, 0, 48 * 64 - 1)
+    assert png_size(data) == (192, 144)  # 64 x 48 values, 3x3 pixels each: the long side >= 160
+    idat = data[data.index(b"IDAT") + 4:data.index(b"IEND") - 8]
+    rows = zlib.decompress(idat)
+    assert len(rows) == 144 * (192 * 3 + 1)
+    first_row = np.frombuffer(rows[1:1 + 192 * 3], np.uint8).reshape(192, 3)
+    assert (first_row[0] == first_row[2]).all() and (first_row[0] != first_row[3]).any()  # blocks of 3
+    big = values.sample(np.ones((1000, 10)))
+    assert big.shape == (160, 10) and big.dtype == np.float32
+    # two ranks, one variable: one scale over both, so rank 0's zeros and rank 1's ones differ
+    recs = {r: RankRecord(rank=r, ok=True, show={"y": values.summarize(np.full((4, 4), float(r)), image=True)})
+            for r in (0, 1)}
+    res = CellResult("c", [0, 1], recs, dict.fromkeys((0, 1), ""), dict.fromkeys((0, 1), ""),
+                     dict.fromkeys((0, 1), "finished"), 0.1)
+    assert images.scales(res) == {"y": (0.0, 1.0)}
+    tags = [images.tags(res, r) for r in (0, 1)]
+    assert tags[0] != tags[1] and all("mpinb-colourbar" in t and "image-rendering:pixelated" in t for t in tags)
+
+
+def test_difference_picture_where_jit_and_eager_differ():
+    diff = values.sample(np.array([[0.0, 2.0], [-1.0, 0.0]]))
+    rec = RankRecord(rank=0, ok=True, diff_images={"z": diff})
+    res = CellResult("c", [0], {0: rec}, {0: ""}, {0: ""}, {0: "finished"}, 0.1)
+    assert images.scales(res) == {"z: jit - eager": (-2.0, 2.0)}
+    assert "data-name='z: jit - eager'" in display.render_html(res)
 
 
 def test_parse_ranks():

@@ -1,0 +1,127 @@
+"""2-D values drawn for the per-rank view: every rank's picture of one variable on one colour
+scale (so that equal values look equal), a colour bar with the scale's ends, nearest-neighbour
+enlargement to at least MIN_SIDE pixels on the long side, and the difference jit - eager where
+``--compare`` found them different. PNGs written with NumPy and zlib. Pure: no IPython.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import struct
+import zlib
+
+import numpy as np
+
+MIN_SIDE = 160  # pixels on the long side, at least
+#: viridis at five points, interpolated between them
+_ANCHORS = np.array([[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]], float)
+
+
+def colours(scaled: np.ndarray) -> np.ndarray:
+    """Values in [0, 1] (NaN allowed: grey) -> uint8 RGB."""
+    x = np.clip(np.nan_to_num(scaled, nan=0.0), 0, 1) * (len(_ANCHORS) - 1)
+    lo = np.minimum(x.astype(int), len(_ANCHORS) - 2)
+    t = (x - lo)[..., None]
+    rgb = _ANCHORS[lo] * (1 - t) + _ANCHORS[lo + 1] * t
+    rgb[np.isnan(scaled)] = (128, 128, 128)
+    return rgb.astype(np.uint8)
+
+
+def enlarge(pixels: np.ndarray, min_side: int = MIN_SIDE) -> np.ndarray:
+    """Nearest-neighbour: each value becomes a k x k block, k the smallest making the long side
+    at least ``min_side`` pixels."""
+    k = max(1, -(-min_side // max(pixels.shape[:2])))
+    return pixels.repeat(k, axis=0).repeat(k, axis=1)
+
+
+def png(rgb: np.ndarray) -> bytes:
+    """An 8-bit RGB PNG of an (h, w, 3) uint8 array."""
+    h, w, _ = rgb.shape
+    raw = b"".join(b"\x00" + rgb[i].tobytes() for i in range(h))
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def picture(values: np.ndarray, lo: float, hi: float) -> bytes:
+    """``values`` coloured on the scale [lo, hi], enlarged."""
+    scaled = np.zeros(values.shape) if not hi > lo else (values.astype(np.float64) - lo) / (hi - lo)
+    scaled[np.isnan(values)] = np.nan
+    return png(enlarge(colours(scaled)))
+
+
+def scale(arrays) -> tuple[float, float]:
+    """One (lo, hi) for all the arrays: the finite extremes over every rank."""
+    finite = [a[np.isfinite(a)] for a in arrays]
+    finite = [f for f in finite if f.size]
+    if not finite:
+        return 0.0, 1.0
+    return float(min(f.min() for f in finite)), float(max(f.max() for f in finite))
+
+
+def _img(data: bytes, alt: str) -> str:
+    encoded = base64.b64encode(data).decode()
+    return f"<img alt='{html.escape(alt)}' style='image-rendering:pixelated' src='data:image/png;base64,{encoded}'>"
+
+
+def colour_bar(lo: float, hi: float) -> str:
+    bar = png(colours(np.tile(np.linspace(0, 1, MIN_SIDE), (10, 1))))
+    return (f"<div class='mpinb-colourbar' style='font-size:10px'>{lo:.4g} {_img(bar, 'colour bar')} {hi:.4g}"
+            "</div>")
+
+
+def named_images(result) -> dict[str, dict[int, np.ndarray]]:
+    """{label: {rank: values}} of every 2-D value the ranks sent (Out, --show names, and
+    'x: jit - eager' for values --compare found different)."""
+    out: dict[str, dict[int, np.ndarray]] = {}
+    for rank, rec in result.records.items():
+        if rec is None:
+            continue
+        items = ([("Out", rec.result)] if rec.result else []) + list(rec.show.items())
+        for name, summary in items:
+            if summary and summary.get("image") is not None:
+                out.setdefault(name, {})[rank] = summary["image"]
+        for name, diff in rec.diff_images.items():
+            out.setdefault(f"{name}: jit - eager", {})[rank] = diff
+    return out
+
+
+def scales(result) -> dict[str, tuple[float, float]]:
+    """The shared colour scale of each image label (differences: symmetric around 0)."""
+    out = {}
+    for name, per_rank in named_images(result).items():
+        lo, hi = scale(per_rank.values())
+        if name.endswith("jit - eager"):
+            lo, hi = -max(abs(lo), abs(hi)), max(abs(lo), abs(hi))
+        out[name] = (lo, hi)
+    return out
+
+
+def lines(result, rank: int, shared: dict[str, tuple[float, float]] | None = None) -> list[str]:
+    """One text line per picture of a rank (what the text view says instead; equal lines on
+    two ranks mean equal pictures: the line carries a checksum of the values)."""
+    shared = scales(result) if shared is None else shared
+    out = []
+    for name, per_rank in named_images(result).items():
+        if rank in per_rank:
+            values = np.ascontiguousarray(per_rank[rank])
+            lo, hi = shared[name]
+            out.append(f"picture {name}: {values.shape[0]}x{values.shape[1]} values, colour scale {lo:.4g} to "
+                       f"{hi:.4g} (shared by all ranks), checksum {zlib.crc32(values.tobytes()):08x}")
+    return out
+
+
+def tags(result, rank: int, shared: dict[str, tuple[float, float]] | None = None) -> str:
+    """The HTML of one rank's pictures, each with its (shared) colour bar."""
+    shared = scales(result) if shared is None else shared
+    parts = []
+    for name, per_rank in named_images(result).items():
+        if rank in per_rank:
+            lo, hi = shared[name]
+            parts.append(f"<div class='mpinb-image' data-name='{html.escape(name)}'>{html.escape(name)}<br>"
+                         f"{_img(picture(per_rank[rank], lo, hi), name)}{colour_bar(lo, hi)}</div>")
+    return "".join(parts)
