@@ -61,7 +61,8 @@ class StopButton:
 
 def stop_button(cluster: MPICluster) -> tuple[float, bool]:
     button = StopButton(cluster)
-    code = "import time\nprint('in', flush=True)\nif rank == 1:\n    time.sleep(60)\nmpi.allreduce(jnp.ones(2), MPI.SUM)"
+    code = ("import time\nprint('in', flush=True)\nif rank == 1:\n    time.sleep(60)\n"
+            "mpi.allreduce(jnp.ones(2), MPI.SUM)")
     res = cluster.run_cell(code, stream=button)
     return time.perf_counter() - button.pressed_at, res.states[1] == "failed"
 
@@ -115,7 +116,8 @@ def main() -> None:
         ratio = f"{seconds / bound:.2f}" if bound else "-"
         print(f"| {name} | {seconds:.2f} | {bound if bound else '-'} | {ratio} | {'yes' if ok else 'NO'} |")
     if restarts:
-        print(f"| restart (after the cases above, {len(restarts)}x) | {min(restarts):.1f}-{max(restarts):.1f} | - | - | - |")
+        span = f"{min(restarts):.1f}-{max(restarts):.1f}"
+        print(f"| restart (after the cases above, {len(restarts)}x) | {span} | - | - | - |")
 
 
 if __name__ == "__main__":

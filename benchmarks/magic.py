@@ -1,7 +1,11 @@
-"""Round trip of a trivial %%mpijax cell against %%px on the same cluster, and cluster start-up
-against a bare ipyparallel MPI cluster plus the JAX import.
+"""%%mpijax against %%px on the same cluster, measured side by side in one run: a trivial cell's
+round trip, and a cell printing many lines per rank (time until the magic has produced its
+output, and how many bytes of output it produced: what the browser then has to render and the
+saved notebook to carry); cluster start-up against a bare ipyparallel MPI cluster plus the JAX
+import.
 
-    python benchmarks/magic.py [-n 2] [--cells 200]
+    python benchmarks/magic.py [-n 4] [--cells 50] [--lines 20000]
+    python benchmarks/magic.py -n 16 --lines 0 --cells 10     # many ranks (oversubscribed here)
 """
 
 from __future__ import annotations
@@ -24,6 +28,17 @@ def per_call(fn, count):
     return statistics.median(samples)
 
 
+def captured(fn) -> str:
+    """Run ``fn`` with stdout and the display hook's output captured; what it printed."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        fn()
+    return out.getvalue()
+
+
 def bare_start(n):
     import ipyparallel as ipp
 
@@ -42,8 +57,9 @@ def bare_start(n):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=2, help="ranks (default 2)")
+    parser.add_argument("-n", type=int, default=4, help="ranks (default 4)")
     parser.add_argument("--cells", type=int, default=50, help="cells per timing batch")
+    parser.add_argument("--lines", type=int, default=20_000, help="lines per rank of the output case (0: skip)")
     args = parser.parse_args(argv)
 
     ip = start_ipython()
@@ -68,6 +84,20 @@ def main(argv=None):
             ip.run_cell_magic("mpijax", "", "a = 1")
 
     mag = per_call(magic, args.cells)
+    view.block = True
+    view.activate()  # registers %%px for this view (blocking, as %%px is used)
+    px_magic = per_call(lambda: captured(lambda: ip.run_cell_magic("px", "", "a = 1")), args.cells)
+    rows_lines = []
+    if args.lines:
+        code = f"for i in range({args.lines}):\n    print('rank line', i)"
+        for name, run in (("%%px", lambda: ip.run_cell_magic("px", "", code)),
+                          ("%%mpijax", lambda: ip.run_cell_magic("mpijax", "", code))):
+            times, size = [], 0
+            for _ in range(3):
+                t0 = time.perf_counter()
+                size = len(captured(run))
+                times.append(time.perf_counter() - t0)
+            rows_lines.append((name, statistics.median(times), size))
     ip.run_line_magic("mpijax", "stop")
 
     print(f"\n{args.n} ranks")
@@ -76,6 +106,14 @@ def main(argv=None):
     print(f"{'run_cell, HLO capture on':<44} {api * 1e3:8.2f} {api / px:7.2f}")
     print(f"{'run_cell, HLO capture off':<44} {api_nohlo * 1e3:8.2f} {api_nohlo / px:7.2f}")
     print(f"{'%%mpijax magic (text view rendered)':<44} {mag * 1e3:8.2f} {mag / px:7.2f}")
+    print(f"{'%%px magic, trivial cell':<44} {px_magic * 1e3:8.2f} {px_magic / px:7.2f}")
+    print(f"{'%%mpijax / %%px, trivial cell':<44} {'':>8} {mag / px_magic:7.2f}")
+    if rows_lines:
+        base_t, base_size = rows_lines[0][1], rows_lines[0][2]
+        print(f"\n{args.lines:,} lines per rank, {args.n} ranks")
+        print(f"{'magic':<12} {'s':>8} {'ratio':>7} {'output bytes':>14} {'ratio':>7}")
+        for name, seconds, size in rows_lines:
+            print(f"{name:<12} {seconds:8.2f} {seconds / base_t:7.2f} {size:14,} {size / base_size:7.2f}")
     print(f"{'bare ipyparallel MPI start + import jax (s)':<44} {bare:8.2f} {1.0:7.2f}")
     print(f"{'%mpijax start: engines ready (s)':<44} {ours_start:8.2f} {ours_start / bare:7.2f}")
 
