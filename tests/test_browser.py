@@ -1,5 +1,6 @@
 """JupyterLab in a real (headless) Chromium: open the quick-start notebook, run all cells, check
-that the per-rank widget view renders one column per rank, and keep a screenshot.
+that the per-rank widget view renders, and keep a screenshot; at 4 ranks, the grouped view and
+the timeline picture, with screenshots and the browser's time for a 20,000-line cell.
 
 Needs Debian's `chromium` (`.ci/run` installs it) and the `playwright` and `jupyterlab`
 packages (test extras). Without a browser the test is skipped, except where
@@ -98,7 +99,9 @@ def test_quickstart_notebook_renders_one_column_per_rank(lab):
             page.wait_for_selector("text=cluster stopped", timeout=300_000)
             widget_columns = page.locator(".jupyter-widgets .mpinb-rank")
             widget_columns.first.wait_for(timeout=60_000)
-            ranks = sorted({widget_columns.nth(i).get_attribute("data-rank") for i in range(widget_columns.count())})
+            ranks = sorted({r for i in range(widget_columns.count())
+                            for r in widget_columns.nth(i).get_attribute("data-rank").split(",")})
+            groups = {widget_columns.nth(i).get_attribute("data-rank") for i in range(widget_columns.count())}
             first_view = page.locator(".jupyter-widgets .mpinb-summary").first
             first_view.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "quickstart.png"), full_page=True)
@@ -110,6 +113,112 @@ def test_quickstart_notebook_renders_one_column_per_rank(lab):
         finally:
             browser.close()
     assert ranks == ["0", "1"], ranks
+    assert "0,1" in groups, groups  # what both ranks share is shown once, in a card of its own
     assert any(s.startswith("2 ranks") for s in summaries), summaries
     assert any("1 failed (1)" in s for s in summaries), summaries
     assert (ARTIFACTS / "quickstart.png").stat().st_size > 10_000
+
+
+GROUPED_CELL = """%%mpijax
+import time
+import jax.numpy as jnp
+from mpi4py import MPI
+from mpinb import mpi
+rank = MPI.COMM_WORLD.Get_rank()
+print("the same on every rank")
+if rank == 1:
+    time.sleep(0.5)
+total = mpi.allreduce(jnp.ones(3), op=MPI.SUM)
+print("total", total)"""
+LINES = 20_000
+PRINT_LINES = f"for i in range({LINES}):\n    print('rank line', i)"
+
+
+@pytest.fixture
+def four_rank_notebook(lab):
+    import nbformat
+
+    _url, _token, root = lab
+    cells = ["%load_ext mpinb\n%mpijax start -n 4",
+             "view = get_ipython().magics_manager.registry['MpiJaxMagics'].cluster.client[:]\n"
+             "view.block = True\nview.activate()  # %%px on the same engines, for the timing below",
+             GROUPED_CELL, f"%%px\n{PRINT_LINES}", f"%%mpijax\n{PRINT_LINES}", "%mpijax stop"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "four_ranks.ipynb")
+    return "four_ranks.ipynb"
+
+
+def run_one(page, index: int, done: str, timeout: float = 300_000) -> float:
+    """Run cell ``index`` (Shift+Enter) and return the seconds until ``done`` shows in its output
+    and its prompt says it finished."""
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    cell.locator(".jp-InputArea-editor").click()
+    t0 = time.perf_counter()
+    page.keyboard.press("Shift+Enter")
+    cell.locator(done).first.wait_for(timeout=timeout)
+    prompt = cell.locator(".jp-InputPrompt").first
+    deadline = time.monotonic() + timeout / 1000
+    while "*" in prompt.inner_text() or not prompt.inner_text().strip("[]: \n"):
+        assert time.monotonic() < deadline, f"cell {index} did not finish"
+        time.sleep(0.02)
+    return time.perf_counter() - t0
+
+
+def test_four_ranks_grouped_view_and_timeline(lab, four_rank_notebook):
+    """At 4 ranks: identical output shown once under 'ranks 0-3', the collectives' timeline
+    with rank 1 arriving late, and 20,000 lines per rank trimmed; screenshots kept, and the
+    browser's time to show the 20,000-line cell with %%px and with %%mpijax written down
+    (tests/artifacts/browser-timings.txt: a figure, not asserted)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+
+    url, token, _root = lab
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            # a workspace of its own: only this notebook open, not the quick start of the other test
+            page.goto(f"{url}/lab/workspaces/four-ranks/tree/{four_rank_notebook}?reset&token={token}",
+                      timeout=120_000)
+            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+            select = page.locator(".jp-Dialog").get_by_role("button", name="Select", exact=True)
+            try:
+                select.wait_for(timeout=15_000)
+                select.click()
+            except PlaywrightTimeout:
+                pass
+            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+            run_one(page, 0, "text=4 MPI engines ready")
+            run_one(page, 1, ".jp-OutputPrompt, .jp-InputPrompt")
+            run_one(page, 2, ".jupyter-widgets .mpinb-summary")
+            grouped = page.locator(".jp-Notebook .jp-Cell").nth(2)
+            grouped.scroll_into_view_if_needed()
+            grouped.screenshot(path=str(ARTIFACTS / "grouped-4-ranks.png"))
+            cards = grouped.locator(".mpinb-rank")
+            card_ranks = [cards.nth(i).get_attribute("data-rank") for i in range(cards.count())]
+            card_text = grouped.locator(".mpinb-rank[data-rank='0,1,2,3']").first.inner_text()
+            grouped_text = grouped.locator(".jp-OutputArea").first.inner_text()
+            timeline_rows = grouped.locator("svg.mpinb-timeline text", has_text="rank ").count()
+            timeline_text = grouped.locator(".mpinb-timeline-block").first.inner_text()
+            px_seconds = run_one(page, 3, f"text=rank line {LINES - 1}")
+            ours_seconds = run_one(page, 4, ".jupyter-widgets .mpinb-summary")
+            trimmed = page.locator(".jp-Notebook .jp-Cell").nth(4).inner_text()
+            page.screenshot(path=str(ARTIFACTS / "four-ranks.png"), full_page=True)
+            run_one(page, 5, "text=cluster stopped")
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "four-ranks-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+    (ARTIFACTS / "browser-timings.txt").write_text(
+        f"{LINES:,} lines per rank, 4 ranks, time until the browser shows the cell's output\n"
+        f"%%px      {px_seconds:.2f} s  1.00\n%%mpijax  {ours_seconds:.2f} s  {ours_seconds / px_seconds:.2f}\n")
+    assert card_ranks[0] == "0,1,2,3", card_ranks  # the largest group first
+    assert "the same on every rank" in card_text and "total [4. 4. 4.]" in card_text
+    assert grouped_text.count("the same on every rank") == 1, grouped_text  # once, not 4 times
+    assert timeline_rows == 4, timeline_rows
+    assert "allreduce #1: rank 1 entered" in timeline_text, timeline_text
+    assert "lines hidden" in trimmed and f"rank line {LINES - 1}" in trimmed
+    assert (ARTIFACTS / "grouped-4-ranks.png").stat().st_size > 5_000
