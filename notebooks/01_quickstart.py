@@ -28,7 +28,8 @@ n = int(os.environ.get("MPINB_NOTEBOOK_RANKS", "4"))
 
 # %% [markdown]
 # Every `%%mpijax` cell runs on all ranks. Variables live on the engines, one namespace per
-# rank; the view shows each rank's output, result and errors in its own column.
+# rank; the view shows what the ranks printed or computed alike once, under `[ranks 0-3]`, and
+# what differs under each rank (`--by-rank` shows every rank in full).
 
 # %%
 # %%mpijax

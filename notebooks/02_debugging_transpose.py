@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -55,7 +57,7 @@ ok = bool(np.array_equal(np.asarray(t), A.T[rank * 6:(rank + 1) * 6]))
 # `%mpijax hlo` shows each rank's optimized HLO. Layout braces are minor-to-major:
 # `f32[4,8,6]{2,1,0}` is row-major. Non-row-major layouts would be marked `<<...>>`.
 # mpinb pins row-major layouts on its custom calls, so XLA materialises the transpose
-# (the `relayout` warnings give its size) before handing the buffer to MPI.
+# (the `relayout` finding, of severity info, gives its size) before handing the buffer to MPI.
 
 # %%
 # %mpijax hlo transpose(block) --ranks 0
