@@ -202,124 +202,213 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
     ranks stay blocked inside MPI. Raises ClusterBusy while ranks still run an earlier cell,
     ClusterLost once the MPI job ended.
     """
-    from . import engine
+    return CellRun(cluster, code, ranks=ranks, compare=compare, hlo=hlo, timeout=timeout, show=show,
+                   images=images, stream=stream, poll=poll, grace=grace).run()
 
-    if not cluster.running:
-        raise RuntimeError("no cluster running: start one with %mpijax start -n N (or MPICluster(n).start())")
-    if cluster.lost:
-        raise ClusterLost(f"the MPI job is gone ({cluster.lost}); run %mpijax restart (cluster.restart())")
-    busy = {r: ar for r, ar in cluster.outstanding.items() if not ar.ready()}
-    if busy:
-        where = "; ".join(f"rank {r} {describe_inflight(cluster.inflight(r))}" for r in sorted(busy))
-        raise ClusterBusy(f"rank(s) {sorted(busy)} still run an earlier cell ({where}); wait for it, "
-                          "interrupt it, or %mpijax restart")
-    cluster.outstanding = {}
-    if timeout is not None and timeout <= 0:
-        raise ValueError(f"timeout must be positive, got {timeout}")
-    targets = parse_ranks(ranks, cluster.n)
-    t0 = time.perf_counter()
-    kwargs = {"compare": compare, "show": tuple(show), "hlo": hlo and cluster.hlo, "images": images,
-              "participants": tuple(targets) if len(targets) < cluster.n else None}
-    pending = {r: cluster.client[r].apply_async(engine.run_cell, code, **kwargs) for r in targets}
-    cluster.watch(pending)
-    seen = {(r, s): 0 for r in targets for s in ("stdout", "stderr")}
-    announced = set()
-    finished: dict[int, RankRecord] = {}
 
-    def record(r: int) -> RankRecord:
+class CellRun:
+    """One run of one cell on the chosen ranks of a cluster, in phases: submit, pump output, wait
+    (timeout and grace), interrupt, settle deaths, collect. Use once, through :func:`run_cell`."""
+
+    #: seconds between two checks of which engines are gone
+    LIVENESS_INTERVAL = 0.3
+
+    def __init__(self, cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool = True,
+                 timeout: float | None = None, show: Sequence[str] = (), images: bool = False,
+                 stream: Callable[[int, str, str], None] | None = None, poll: float = 0.05,
+                 grace: float = DEFAULT_GRACE):
+        self.cluster, self.code = cluster, code
+        self.ranks, self.compare, self.hlo, self.timeout = ranks, compare, hlo, timeout
+        self.show, self.images, self.stream, self.poll, self.grace = show, images, stream, poll, grace
+        self.targets: list[int] = []
+        self.pending: dict = {}                    # rank -> AsyncResult of this cell
+        self.seen: dict[tuple[int, str], int] = {}  # (rank, stream) -> characters passed on
+        self.announced: set[int] = set()           # ranks whose end was passed on
+        self.fetched: dict[int, RankRecord] = {}
+        self.t0 = 0.0
+        self.timed_out = self.interrupted = False
+        self.first_failure: float | None = None
+        self.dead: dict[int, str] = {}
+        self.last_liveness = 0.0
+
+    def run(self) -> CellResult:
+        """Run every phase in turn and return the cell's result."""
+        self.claim_cluster()
+        self.check_options()
+        self.submit()
+        try:
+            self.wait()
+        except KeyboardInterrupt:
+            self.interrupt()
+        self.drain_output()
+        elapsed = time.perf_counter() - self.t0
+        self.settle_deaths()
+        return self.collect(elapsed)
+
+    # ----------------------------------------------------------------------- submit
+    def claim_cluster(self) -> None:
+        """Make sure the cluster can take a cell (else raise) and start a new one on it."""
+        self.cluster.ensure_ready()
+        self.cluster.begin_cell()
+
+    def check_options(self) -> None:
+        """Validate the timeout and resolve the ranks to run on."""
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {self.timeout}")
+        self.targets = parse_ranks(self.ranks, self.cluster.n)
+
+    def submit(self) -> None:
+        """Send the cell to each target rank and start the clock."""
+        from . import engine
+
+        cluster, targets = self.cluster, self.targets
+        self.t0 = time.perf_counter()
+        kwargs = {"compare": self.compare, "show": tuple(self.show), "hlo": self.hlo and cluster.hlo,
+                  "images": self.images, "participants": tuple(targets) if len(targets) < cluster.n else None}
+        self.pending = {r: cluster.client[r].apply_async(engine.run_cell, self.code, **kwargs) for r in targets}
+        cluster.watch(self.pending)
+        self.seen = {(r, s): 0 for r in targets for s in ("stdout", "stderr")}
+
+    # ----------------------------------------------------------------------- output
+    def record(self, r: int) -> RankRecord:
         """The record of a finished rank, fetched once."""
-        if r not in finished:
-            finished[r] = _record(pending[r], r)
-        return finished[r]
+        if r not in self.fetched:
+            self.fetched[r] = _record(self.pending[r], r)
+        return self.fetched[r]
 
-    def pump():
-        for r, ar in pending.items():
-            if stream is not None:
-                for s in ("stdout", "stderr"):
-                    text = getattr(ar, s) or ""
-                    if len(text) > seen[(r, s)]:
-                        new, seen[(r, s)] = text[seen[(r, s)]:], len(text)
-                        stream(r, s, new)
-            if ar.ready() and r not in announced:
-                announced.add(r)
-                rec = record(r)
-                if stream is not None and not rec.ok and rec.error:
-                    stream(r, "error", str(rec.error))
+    def all_ready(self) -> bool:
+        """Whether every rank's result is in."""
+        return all(ar.ready() for ar in self.pending.values())
 
-    timed_out = interrupted = False
-    first_failure = None
-    dead: dict[int, str] = {}
-    last_liveness = 0.0
-    try:
-        while not all(ar.ready() for ar in pending.values()):
+    def pump_output(self) -> None:
+        """Pass new output, and the error of each rank that just failed, to ``stream``."""
+        for r, ar in self.pending.items():
+            if self.stream is not None:
+                self._pass_new_output(r, ar)
+            if ar.ready() and r not in self.announced:
+                self.announced.add(r)
+                rec = self.record(r)
+                if self.stream is not None and not rec.ok and rec.error:
+                    self.stream(r, "error", str(rec.error))
+
+    def _pass_new_output(self, r: int, ar) -> None:
+        """Pass the stdout and stderr ``r`` printed since the last call to ``stream``."""
+        for s in ("stdout", "stderr"):
+            text = getattr(ar, s) or ""
+            if len(text) > self.seen[(r, s)]:
+                new, self.seen[(r, s)] = text[self.seen[(r, s)]:], len(text)
+                self.stream(r, s, new)
+
+    def drain_output(self) -> None:
+        """Wait for the rest of each finished rank's output (a result can arrive before it), pump it."""
+        for r, ar in self.pending.items():
+            if ar.ready() and not self.record(r).engine_died:
+                ar.wait_for_output(OUTPUT_WAIT)
+        self.pump_output()
+
+    # ----------------------------------------------------------------------- wait
+    def wait(self) -> None:
+        """Wait for every rank, until the timeout, or until the others' grace after a failure or death ends."""
+        while not self.all_ready():
             now = time.perf_counter()
-            if timeout is not None and now - t0 > timeout:
-                timed_out = True
-                break
-            if first_failure is None and any(ar.ready() and not record(r).ok for r, ar in pending.items()):
-                first_failure = now
-            if first_failure is not None and now - first_failure > grace:
-                break  # fail fast: the others had their grace period
-            if now - last_liveness > 0.3:
-                last_liveness = now
-                dead = {r: why for r, why in cluster.dead_ranks().items() if r in pending}
-                if dead:
-                    first_failure = first_failure or now
-                    if all(pending[r].ready() or r in dead for r in pending):
-                        break
-            unfinished = [ar for ar in pending.values() if not ar.ready()]
-            if unfinished:
-                unfinished[0].wait(poll)
-            pump()
-    except KeyboardInterrupt:
-        interrupted = True
-        cluster.interrupt(targets)
-        end = time.perf_counter() + grace
-        while time.perf_counter() < end and not all(ar.ready() for ar in pending.values()):
-            time.sleep(poll)
-    for r, ar in pending.items():
-        if ar.ready() and not record(r).engine_died:  # a result can arrive before its output
-            ar.wait_for_output(OUTPUT_WAIT)
-    pump()
-    elapsed = time.perf_counter() - t0
-    engine_died = [r for r, ar in pending.items() if ar.ready() and record(r).engine_died]
-    if engine_died or dead or not all(ar.ready() for ar in pending.values()):
-        dead = _settle_deaths(cluster, pending, engine_died)
+            if self._out_of_time(now):
+                self.timed_out = True
+                return
+            self._note_first_failure(now)
+            if self.first_failure is not None and now - self.first_failure > self.grace:
+                return  # fail fast: the others had their grace period
+            if now - self.last_liveness > self.LIVENESS_INTERVAL and self._only_dead_left(now):
+                return
+            self._wait_a_little()
+            self.pump_output()
 
-    records, states, stdout, stderr, notes, inflight, faults = {}, {}, {}, {}, [], {}, {}
-    for r, ar in pending.items():
-        stdout[r] = ar.stdout or ""
-        stderr[r] = ar.stderr or ""
-        if r in dead and (not ar.ready() or record(r).engine_died):
-            records[r], states[r] = None, "dead"
-            faults[r] = cluster.fault_report(r)
-            continue
-        if not ar.ready():
-            records[r], states[r] = None, "running"
-            inflight[r] = cluster.inflight(r)
-            cluster.outstanding[r] = ar
-            continue
-        rec = record(r)
-        records[r] = rec
-        states[r] = "finished" if rec.ok else "failed"
-    if dead:
+    def _out_of_time(self, now: float) -> bool:
+        """Whether the timeout (if any) has passed."""
+        return self.timeout is not None and now - self.t0 > self.timeout
+
+    def _note_first_failure(self, now: float) -> None:
+        """Start the grace period when a rank's result first reports a failure."""
+        if self.first_failure is None and any(ar.ready() and not self.record(r).ok
+                                              for r, ar in self.pending.items()):
+            self.first_failure = now
+
+    def _only_dead_left(self, now: float) -> bool:
+        """Check which ranks died (a death starts the grace period); True if no live rank is still running."""
+        self.last_liveness = now
+        self.dead = {r: why for r, why in self.cluster.dead_ranks().items() if r in self.pending}
+        if not self.dead:
+            return False
+        self.first_failure = self.first_failure or now
+        return all(ar.ready() or r in self.dead for r, ar in self.pending.items())
+
+    def _wait_a_little(self) -> None:
+        """Block up to ``poll`` seconds on the first unfinished rank."""
+        unfinished = [ar for ar in self.pending.values() if not ar.ready()]
+        if unfinished:
+            unfinished[0].wait(self.poll)
+
+    # ----------------------------------------------------------------------- interrupt
+    def interrupt(self) -> None:
+        """SIGINT the target ranks (the stop button) and give them the grace period to stop."""
+        self.interrupted = True
+        self.cluster.interrupt(self.targets)
+        end = time.perf_counter() + self.grace
+        while time.perf_counter() < end and not self.all_ready():
+            time.sleep(self.poll)
+
+    # ----------------------------------------------------------------------- deaths
+    def settle_deaths(self) -> None:
+        """If a rank died or did not finish, settle which ranks are dead and why (see _settle_deaths)."""
+        engine_died = [r for r, ar in self.pending.items() if ar.ready() and self.record(r).engine_died]
+        if engine_died or self.dead or not self.all_ready():
+            self.dead = _settle_deaths(self.cluster, self.pending, engine_died)
+
+    # ----------------------------------------------------------------------- collect
+    def collect(self, elapsed: float) -> CellResult:
+        """Build the CellResult, leaving ranks still running or a lost job with the cluster."""
+        records, states, stdout, stderr, inflight, faults = {}, {}, {}, {}, {}, {}
+        for r, ar in self.pending.items():
+            stdout[r] = ar.stdout or ""
+            stderr[r] = ar.stderr or ""
+            if r in self.dead and (not ar.ready() or self.record(r).engine_died):
+                records[r], states[r] = None, "dead"
+                faults[r] = self.cluster.fault_report(r)
+            elif not ar.ready():
+                records[r], states[r] = None, "running"
+                inflight[r] = self.cluster.inflight(r)
+                self.cluster.keep_running(r, ar)
+            else:
+                rec = self.record(r)
+                records[r] = rec
+                states[r] = "finished" if rec.ok else "failed"
+        notes = self._job_notes([r for r, s in states.items() if s == "running"], inflight)
+        per_rank_hlo = {r: rec.hlo for r, rec in records.items() if rec}
+        warnings = hlo_mod.analyze(per_rank_hlo) if any(per_rank_hlo.values()) else []
+        if self.hlo and self.cluster.hlo and not all(rec.hlo_capture for rec in records.values() if rec):
+            notes.append("HLO capture is off on some ranks (JAX was imported before mpinb set XLA_FLAGS)")
+        return CellResult(self.code, self.targets, records, stdout, stderr, states, elapsed, warnings,
+                          self.timed_out, self.compare, notes, inflight, self.dead, faults, self.interrupted)
+
+    def _job_notes(self, running: list[int], inflight: dict[int, dict | None]) -> list[str]:
+        """What to do next when the MPI job ended (marking the cluster lost) or ranks still run."""
+        if self.dead:
+            cause = self._cause_of_death()
+            self.cluster.mark_lost(cause)
+            return [f"the MPI job ended because {cause}: run %mpijax restart"]
+        if not running:
+            return []
+        blocked = [r for r in running if inflight.get(r)]
+        if blocked:
+            return [f"rank(s) {blocked} are blocked inside MPI; SIGINT cannot free them: "
+                    "run %mpijax restart (the --setup cells are replayed)"]
+        return ["the ranks still running can be interrupted (stop button) or restarted"]
+
+    def _cause_of_death(self) -> str:
+        """'rank R <how it ended>' for the first dead rank not merely taken down by the MPI launcher."""
+        dead = self.dead
         causes = [r for r in sorted(dead) if not dead[r].startswith("ended by the MPI launcher")]
         first = causes[0] if causes else min(dead)
-        cluster.lost = f"rank {first} {dead[first]}"
-        notes.append(f"the MPI job ended because rank {first} {dead[first]}: run %mpijax restart")
-    elif cluster.outstanding:
-        blocked = [r for r in cluster.outstanding if inflight.get(r)]
-        if blocked:
-            notes.append(f"rank(s) {blocked} are blocked inside MPI; SIGINT cannot free them: "
-                         "run %mpijax restart (the --setup cells are replayed)")
-        else:
-            notes.append("the ranks still running can be interrupted (stop button) or restarted")
-    per_rank_hlo = {r: rec.hlo for r, rec in records.items() if rec}
-    warnings = hlo_mod.analyze(per_rank_hlo) if any(per_rank_hlo.values()) else []
-    if hlo and cluster.hlo and not all(rec.hlo_capture for rec in records.values() if rec):
-        notes.append("HLO capture is off on some ranks (JAX was imported before mpinb set XLA_FLAGS)")
-    return CellResult(code, targets, records, stdout, stderr, states, elapsed, warnings, timed_out,
-                      compare, notes, inflight, dead, faults, interrupted)
+        return f"rank {first} {dead[first]}"
 
 
 def _settle_deaths(cluster, pending, engine_died, wait: float = 5.0) -> dict[int, str]:

@@ -345,6 +345,33 @@ class MPICluster:
         }
 
     # ----------------------------------------------------------------------- cells
+    def ensure_ready(self) -> None:
+        """Raise unless a cell can run now: RuntimeError without a cluster, ClusterLost once the
+        MPI job ended, ClusterBusy while ranks still run an earlier cell."""
+        from .cell import ClusterBusy, ClusterLost, describe_inflight
+
+        if not self.running:
+            raise RuntimeError("no cluster running: start one with %mpijax start -n N (or MPICluster(n).start())")
+        if self.lost:
+            raise ClusterLost(f"the MPI job is gone ({self.lost}); run %mpijax restart (cluster.restart())")
+        busy = {r: ar for r, ar in self.outstanding.items() if not ar.ready()}
+        if busy:
+            where = "; ".join(f"rank {r} {describe_inflight(self.inflight(r))}" for r in sorted(busy))
+            raise ClusterBusy(f"rank(s) {sorted(busy)} still run an earlier cell ({where}); wait for it, "
+                              "interrupt it, or %mpijax restart")
+
+    def begin_cell(self) -> None:
+        """Forget the ranks of earlier cells: ensure_ready found them all finished."""
+        self.outstanding = {}
+
+    def keep_running(self, rank: int, async_result) -> None:
+        """Note that ``rank`` is still running the current cell: the next cell waits for it."""
+        self.outstanding[rank] = async_result
+
+    def mark_lost(self, cause: str) -> None:
+        """Note that the MPI job is gone and why ("rank 1 ..."): later cells raise ClusterLost."""
+        self.lost = cause
+
     def run_cell(self, code: str, **options):
         """Run ``code`` on every rank (or ``ranks=...``); see :func:`mpinb.cell.run_cell`."""
         from .cell import run_cell
