@@ -182,7 +182,7 @@ class CellResult:
 def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool = True,
              timeout: float | None = None, show: Sequence[str] = (), images: bool = False,
              stream: Callable[[int, str, str], None] | None = None, poll: float = 0.05,
-             grace: float = DEFAULT_GRACE) -> CellResult:
+             grace: float = DEFAULT_GRACE, label: str | None = None, header: str = "") -> CellResult:
     """Run ``code`` on the chosen ranks of a running :class:`~mpinb.cluster.MPICluster`.
 
     compare: first run the cell under ``jax.disable_jit()`` in each rank's namespace and roll
@@ -197,13 +197,15 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
         the cell runs.
     grace: once a rank failed or died, seconds the others get to finish before the result is
         reported (fail fast instead of waiting for ranks blocked in a collective).
+    label, header: how tracebacks name the cell (``In[5]``: ``Cell In[5], line 4``) and the
+        cell's text above ``code`` (the ``%%mpijax`` line), so that line numbers are the notebook's.
 
     KeyboardInterrupt (the notebook's stop button) interrupts the engines and reports which
     ranks stay blocked inside MPI. Raises ClusterBusy while ranks still run an earlier cell,
     ClusterLost once the MPI job ended.
     """
     return CellRun(cluster, code, ranks=ranks, compare=compare, hlo=hlo, timeout=timeout, show=show,
-                   images=images, stream=stream, poll=poll, grace=grace).run()
+                   images=images, stream=stream, poll=poll, grace=grace, label=label, header=header).run()
 
 
 class CellRun:
@@ -216,8 +218,9 @@ class CellRun:
     def __init__(self, cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool = True,
                  timeout: float | None = None, show: Sequence[str] = (), images: bool = False,
                  stream: Callable[[int, str, str], None] | None = None, poll: float = 0.05,
-                 grace: float = DEFAULT_GRACE):
+                 grace: float = DEFAULT_GRACE, label: str | None = None, header: str = ""):
         self.cluster, self.code = cluster, code
+        self.label, self.header = label, header
         self.ranks, self.compare, self.hlo, self.timeout = ranks, compare, hlo, timeout
         self.show, self.images, self.stream, self.poll, self.grace = show, images, stream, poll, grace
         self.targets: list[int] = []
@@ -264,7 +267,8 @@ class CellRun:
         cluster, targets = self.cluster, self.targets
         self.t0 = time.perf_counter()
         kwargs = {"compare": self.compare, "show": tuple(self.show), "hlo": self.hlo and cluster.hlo,
-                  "images": self.images, "participants": tuple(targets) if len(targets) < cluster.n else None}
+                  "images": self.images, "participants": tuple(targets) if len(targets) < cluster.n else None,
+                  "label": self.label, "header": self.header}
         self.pending = {r: cluster.client[r].apply_async(engine.run_cell, self.code, **kwargs) for r in targets}
         cluster.watch(self.pending)
         self.seen = {(r, s): 0 for r in targets for s in ("stdout", "stderr")}

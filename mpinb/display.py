@@ -161,7 +161,7 @@ def render_text(result) -> str:
 
 # ------------------------------------------------------------------------------ html
 
-_STYLE = ("font-family:monospace;font-size:12px;white-space:pre-wrap;margin:0;"
+_STYLE = ("font-family:monospace;font-size:12px;white-space:pre-wrap;word-break:normal;overflow-wrap:normal;margin:0;"
           "max-height:24em;overflow:auto")
 
 

@@ -22,6 +22,7 @@ Cell magic::
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import typing
 
@@ -171,6 +172,8 @@ class HloView:
             out = []
             for _, text in modules:
                 entry = text[text.find("ENTRY"):] if "ENTRY" in text else text
+                # MPI handles are per process (equal communicators, other numbers): not a difference
+                entry = re.sub(r"comm = -?\d+ : i64", "comm = <MPI handle> : i64", entry)
                 out.append(hlo.highlight_layouts(entry))
             return tuple(out)
 
@@ -285,7 +288,8 @@ class MpiJaxMagics(Magics):
         try:
             result = cluster.run_cell(cell, ranks=ranks, compare=args.compare, hlo=not args.no_hlo,
                                       timeout=timeout, show=args.show, images=args.images,
-                                      stream=live, setup=args.setup)
+                                      stream=live, setup=args.setup, label=f"In[{self.shell.execution_count}]",
+                                      header=f"%%mpijax {line}".rstrip() + "\n")
         except (ClusterBusy, ClusterLost) as exc:
             raise UsageError(f"%%mpijax: {exc}") from None
         finally:

@@ -104,6 +104,22 @@ def test_seed_bug_reproduction_jit_wrong_eager_right(ip):
     assert sorted(w.rank for w in res.warnings if w.kind == "non-row-major") == [0, 1]
 
 
+def test_tracebacks_read_like_ipython(ip, capsys):
+    """``Cell In[N], line L`` with the notebook's count and line numbers (the %%mpijax line is
+    line 1), context with an arrow, no JAX internals; identical on both ranks: shown once."""
+    code = "import jax, jax.numpy as jnp\n@jax.jit\ndef f(v):\n    return v.reshape(7)\nf(jnp.ones(3))"
+    with pytest.raises(CellFailed):
+        ip.run_cell_magic("mpijax", "--no-hlo", code)
+    out = capsys.readouterr().out
+    tb = ip.user_ns["_mpijax"].records[0].error.traceback
+    n = ip.execution_count
+    assert tb.startswith("TypeError") and f"Cell In[{n}], line 6\n" in tb and f"Cell In[{n}], line 5\n" in tb
+    assert "----> 5       return v.reshape(7)" in tb and "----> 6   f(jnp.ones(3))" in tb
+    assert "site-packages" not in tb and "mpinb/engine.py" not in tb, tb
+    view = out[out.index("2 ranks, "):]  # after the live [error:N] lines
+    assert "[ranks 0-1]" in view and view.count("cannot reshape array") == 2  # error and traceback, once
+
+
 def test_error_on_one_rank_and_rank_selection(ip, capsys):
     with pytest.raises(CellFailed, match="1 of 1 ranks did not finish the cell: rank 1: ValueError: bad rank 1"):
         ip.run_cell_magic("mpijax", "--ranks 1", "raise ValueError(f'bad rank {rank}')")
