@@ -3,6 +3,8 @@ closing-note table of the fault handling, reproducible on a laptop, on "another 
 Slurm (inside an allocation: ``salloc -N 2 -n 4``, or with SLURM_JOB_ID set).
 
     python benchmarks/faults.py [-n 3] [--launcher local|slurm] [--engine-env UCX_NET_DEVICES=lo]
+    python benchmarks/faults.py --mpi-cmd "tests/other_host.sh .venv/bin/mpiexec.gforker" \
+        --engine-env UCX_TLS=self,sm       # "another host" (root: namespaces), as the tests do
 
 Each row: the case, the seconds from the cell's start (or from the stop button) until the view
 has every rank's state, the bound that is the feature (grace period, timeout), the ratio to that
@@ -86,11 +88,13 @@ def recover(cluster: MPICluster) -> float | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=3)
-    ap.add_argument("--launcher", default="local", choices=("local", "slurm"))
+    ap.add_argument("--launcher", default=None, choices=("local", "mpiexec", "slurm"))
+    ap.add_argument("--mpi-cmd", default="", help="launcher command (implies --launcher mpiexec)")
     ap.add_argument("--engine-env", action="append", default=[], help="NAME=VALUE for the engines")
     args = ap.parse_args()
     env = dict(item.split("=", 1) for item in args.engine_env)
-    cluster = MPICluster(n=args.n, launcher=args.launcher, engine_env=env, progress=False).start()
+    cluster = MPICluster(n=args.n, launcher=args.launcher, mpi_cmd=args.mpi_cmd.split() or None, engine_env=env,
+                         progress=False).start()
     rows, restarts = [], []
     try:
         assert cluster.run_cell(SETUP, setup=True).ok
@@ -108,7 +112,8 @@ def main() -> None:
             restarts.append(restarted)
     finally:
         cluster.stop()
-    hosts = args.launcher + (f" ({', '.join(f'{k}={v}' for k, v in env.items())})" if env else "")
+    hosts = cluster.launcher + (f" {args.mpi_cmd}" if args.mpi_cmd else "")
+    hosts += f" ({', '.join(f'{k}={v}' for k, v in env.items())})" if env else ""
     print(f"\nfault reports, {args.n} ranks, launcher {hosts}\n")
     print("| case | seconds to report | bound s | ratio to bound | expected diagnosis |")
     print("|---|---|---|---|---|")

@@ -41,6 +41,8 @@ class Comparison:
             return f"{self.name}: jit == eager{extra}" if self.status == "equal" else f"{self.name}: jit ~ eager{extra}"
         if self.status == "missing":
             return f"{self.name}: {self.detail}"
+        if self.detail and not self.max_abs and self.first_index is None:  # not numbers: printed text
+            return f"{self.name}: jit != eager: {self.detail}"
         where = f" first at {list(self.first_index)}" if self.first_index is not None else ""
         return (f"{self.name}: jit != eager, max abs diff {self.max_abs:.6g}, max rel diff "
                 f"{self.max_rel:.6g}{where}{(' ' + self.detail) if self.detail else ''}")

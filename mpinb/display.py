@@ -76,14 +76,15 @@ def rank_sections(result, rank: int) -> list[tuple[str, tuple[str, ...]]]:
                 ("stdout", ["stdout:", _indent(trim(out, result.max_lines))] if out else []),
                 ("stderr", ["stderr:", _indent(trim(err, result.max_lines))] if err else [])]
     if rec:
-        values = _value_lines("Out", rec.result) if rec.result is not None else []
-        for name, summary in rec.show.items():
-            values += _value_lines(name, summary)
-        sections += [("values", values),
-                     ("error", [f"error: {rec.error}", _indent(rec.error.traceback)] if rec.error else []),
-                     ("eager", [f"eager run failed: {rec.eager_error}"] if rec.eager_error else []),
-                     ("compare", [f"compare: {c}" for c in rec.comparisons]),
-                     ("pictures", images.lines(result, rank))]
+        # one section per value and per comparison: what several ranks share is shown once even
+        # when another value differs
+        if rec.result is not None:
+            sections.append(("value Out", _value_lines("Out", rec.result)))
+        sections += [(f"value {name}", _value_lines(name, summary)) for name, summary in rec.show.items()]
+        sections += [("error", [f"error: {rec.error}", _indent(rec.error.traceback)] if rec.error else []),
+                     ("eager", [f"eager run failed: {rec.eager_error}"] if rec.eager_error else [])]
+        sections += [(f"compare {c.name}", [f"compare: {c}"]) for c in rec.comparisons]
+        sections.append(("pictures", images.lines(result, rank)))
     return [(name, tuple(line for line in lines if line)) for name, lines in sections]
 
 

@@ -196,6 +196,16 @@ def _execute(code: str, ns: dict, filename: str, header: str = ""):
     return None
 
 
+def _name_cells(hlo_text: str) -> str:
+    """Source locations in compiled HLO name cells as the notebook does (``Cell In[5]``)."""
+    if "<mpijax-cell-" not in hlo_text:
+        return hlo_text
+    for filename, label in CELL_LABELS.items():
+        if label != filename:
+            hlo_text = hlo_text.replace(f'source_file="{filename}"', f'source_file="Cell {label}"')
+    return hlo_text
+
+
 def _error(exc: BaseException) -> ErrorInfo:
     """The error as the notebook shows it: IPython-style traceback (mpinb.tracebacks)."""
     from .tracebacks import format_exception
@@ -286,10 +296,13 @@ def _compare_passes(names, ns, value, eager_ns, eager_value, stdout, eager_stdou
         comps.extend(cmp.compare_trees("Out", value, eager_value, _flatten))
     if stdout != eager_stdout:
         lines, eager_lines = len(stdout.splitlines()), len(eager_stdout.splitlines())
-        comps.append(cmp.Comparison(
-            "stdout", "different", quiet=True,
-            detail=(f"the jitted run printed {lines} line{'s' * (lines != 1)}, the eager run {eager_lines} "
-                    "(Python code inside a jitted function runs only when it is traced)")))
+        if lines != eager_lines:
+            detail = (f"the jitted run printed {lines} line{'s' * (lines != 1)}, the eager run {eager_lines} "
+                      "(Python code inside a jitted function runs only when it is traced)")
+        else:
+            detail = (f"the two runs printed different text ({lines} line{'s' * (lines != 1)} each; timings, "
+                      "or values computed differently)")
+        comps.append(cmp.Comparison("stdout", "different", quiet=True, detail=detail))
     return comps
 
 
@@ -366,7 +379,7 @@ def _run_cell(cell_no, code, *, compare, show, hlo, images, header) -> RankRecor
         if images:
             record.diff_images = _diff_images(record.comparisons, ns, eager_ns)
     if hlo:
-        record.hlo = new_hlo_modules()
+        record.hlo = [(name, _name_cells(text)) for name, text in new_hlo_modules()]
     return record
 
 

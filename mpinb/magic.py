@@ -187,7 +187,13 @@ class HloView:
     def _repr_mimebundle_(self, include=None, exclude=None):
         import html
 
-        return {"text/plain": self.text(), "text/html": f"<pre>{html.escape(self.text())}</pre>"}
+        def line_html(line: str) -> str:
+            if "<<" in line:  # a non-row-major layout: the line to look at
+                return f"<span class='mpinb-marked' style='background:#ffcdd2'>{html.escape(line)}</span>"
+            return html.escape(line)
+
+        body = "\n".join(line_html(line) for line in self.text().splitlines())
+        return {"text/plain": self.text(), "text/html": f"<pre class='mpinb-hlo'>{body}</pre>"}
 
 
 @magics_class

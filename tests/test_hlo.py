@@ -122,3 +122,18 @@ def test_a_missing_collective_is_counted():
     msgs = divergent([ar, ar], [ar])
     assert msgs == ["at collective #2 of jit_step, rank 0 compiled mpinb_allreduce f32[3] but rank 1 compiled "
                     "no further collective; rank 0 compiled 2 collectives, rank 1 1: the ranks may deadlock"]
+
+
+def test_hlo_view_shows_identical_ranks_once_with_marked_lines():
+    """Two ranks compiled the same module (their MPI handles differ, as they do per process):
+    one block for both, the non-row-major lines highlighted in the HTML."""
+    from mpinb.magic import HloView
+
+    text = ("HloModule m\nENTRY %main {\n  %a = f32[4,4]{0,1} parameter(0)\n  ROOT %c = (f32[4,4]{0,1}, s8[]) "
+            'custom-call(%a), custom_call_target="mpinb_alltoall", backend_config={comm = 5 : i64}\n}\n')
+    view = HloView({0: [("jit_f", text)], 1: [("jit_f", text.replace("comm = 5", "comm = 6"))],
+                    2: [("jit_f", text.replace("f32[4,4]{0,1} parameter", "f32[4,4]{1,0} parameter"))]})
+    plain = view.text()
+    assert plain.count("ENTRY") == 2 and "[ranks 0-1]" in plain and "[rank 2]" in plain
+    bundle = view._repr_mimebundle_()
+    assert bundle["text/html"].count("class='mpinb-marked'") == 3  # 2 lines of ranks 0-1, 1 of rank 2

@@ -42,6 +42,37 @@ def code_cells(nb):
     return [c for c in nb.cells if c.cell_type == "code"]
 
 
+def assert_each_message_once(nb) -> int:
+    """In every %%mpijax view of the notebook: no two rank groups say the same thing, no line
+    is repeated under several groups, each layout finding appears once. Returns the views seen."""
+    views = 0
+    for cell in code_cells(nb):
+        for o in cell.get("outputs", []):
+            text = o.get("data", {}).get("text/plain", "")
+            if not text.split(",")[0].endswith(" ranks") and not text.startswith("1 rank,"):
+                continue
+            views += 1
+            blocks, current = {}, None
+            for line in text.splitlines():
+                if line.startswith("[rank"):
+                    current = line
+                    blocks[current] = []
+                elif current and line.startswith("  "):
+                    blocks[current].append(line)
+                else:
+                    current = None
+            bodies = ["\n".join(b) for b in blocks.values()]
+            assert len(set(bodies)) == len(bodies), text
+            # the groups' own lines (values, errors, comparisons), not the printed text inside them
+            shared = [ln for b in blocks.values() for ln in b if ln.startswith("  ") and not ln.startswith("   ")
+                      and not ln.strip().endswith(":")]
+            repeated = {ln for ln in shared if shared.count(ln) > 1}
+            assert not repeated, (repeated, text)
+            findings = [ln for ln in text.splitlines() if ln.startswith(("error [", "warning [", "info ["))]
+            assert len(findings) == len(set(findings)), text
+    return views
+
+
 @pytest.mark.parametrize("name", ["01_quickstart", "02_debugging_transpose", "03_pencil_fft"])
 def test_paired_sources_are_in_sync(name):
     a = jupytext.read(NOTEBOOKS / f"{name}.py")
@@ -50,7 +81,9 @@ def test_paired_sources_are_in_sync(name):
 
 
 def test_quickstart():
-    cells = code_cells(execute("01_quickstart.ipynb"))
+    nb = execute("01_quickstart.ipynb")
+    assert assert_each_message_once(nb) >= 4
+    cells = code_cells(nb)
     hello = texts(cells[1])
     assert "[rank 0]" in hello and "[rank 1]" in hello and "hello from rank 1 of 2" in hello
     shown = texts(cells[2])
@@ -63,7 +96,9 @@ def test_quickstart():
 
 
 def test_debugging_transpose():
-    cells = code_cells(execute("02_debugging_transpose.ipynb"))
+    nb = execute("02_debugging_transpose.ipynb")
+    assert assert_each_message_once(nb) >= 3
+    cells = code_cells(nb)
     seed = texts(cells[1])
     assert "jit == eager" in seed and "ok: True" in seed and "[non-row-major]" not in seed
     assert 'custom_call_target="mpinb_alltoall"' in texts(cells[2])
@@ -77,7 +112,9 @@ def test_debugging_transpose():
 
 
 def test_pencil_fft():
-    cells = code_cells(execute("03_pencil_fft.ipynb"))
+    nb = execute("03_pencil_fft.ipynb")
+    assert assert_each_message_once(nb) >= 2
+    cells = code_cells(nb)
     assert "grid position (1, 0) of 2 x 1" in texts(cells[1])
     run = texts(cells[3])
     assert "distributed fft3d" in run
