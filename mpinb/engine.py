@@ -202,7 +202,7 @@ def _name_cells(hlo_text: str) -> str:
         return hlo_text
     for filename, label in CELL_LABELS.items():
         if label != filename:
-            hlo_text = hlo_text.replace(f'source_file="{filename}"', f'source_file="Cell {label}"')
+            hlo_text = hlo_text.replace(f'"{filename}"', f'"Cell {label}"')  # metadata and file tables
     return hlo_text
 
 
@@ -411,4 +411,4 @@ def compiled_hlo(expr: str) -> list[tuple[str, str]]:
         fn = jax.jit(fn)
     compiled = fn.lower(*args, **kwargs).compile()
     name = getattr(fn, "__name__", "fn")
-    return [(f"jit_{name}", compiled.as_text())]
+    return [(f"jit_{name}", _name_cells(compiled.as_text()))]
