@@ -217,3 +217,22 @@ def test_live_output_is_throttled_and_capped(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out == [f"[stdout:0] line {i}" for i in range(1, 5)] + [
         "[stdout:0] ... (rank 0: more output, shown when the cell ends)", "[stderr:1] warn"]
+
+
+def test_sixty_four_ranks_read_as_a_few_groups():
+    """64 ranks, all alike but rank 17 (which fails) and the value of rank 63: three groups and
+    a grid of 64 cells, not 64 columns."""
+    n = 64
+    same = values.summarize(np.zeros(2))
+    recs = {r: RankRecord(rank=r, ok=True, elapsed=0.01, result=same) for r in range(n)}
+    recs[17] = RankRecord(rank=17, ok=False, elapsed=0.01, error=ErrorInfo("ValueError", "bad", "tb"))
+    recs[63] = RankRecord(rank=63, ok=True, elapsed=0.01, result=values.summarize(np.ones(2)))
+    states = {r: "failed" if r == 17 else "finished" for r in range(n)}
+    res = CellResult("c", list(range(n)), recs, dict.fromkeys(range(n), "step 1\n"), dict.fromkeys(range(n), ""),
+                     states, 0.5)
+    text = display.render_text(res)
+    headers = [line for line in text.splitlines() if line.startswith("[rank")]
+    assert headers == ["[ranks 0-63]", "[ranks 0-16,18-62]", "[rank 17]", "[rank 63]"], headers
+    assert "finished: ranks 0-16,18-63 (0.010 s); failed: rank 17 (0.010 s)" in text
+    page = display.render_html(res)
+    assert page.count("title='rank ") == n and page.count("class='mpinb-rank'") == 4
