@@ -77,7 +77,8 @@ memset(&g_inflight, 0, sizeof(InFlight))
 cdef int g_world_rank = -1
 
 # The timeline: the last TIMELINE_SIZE finished calls (a ring indexed by call number), what the
-# view draws as "who waited for whom". Written under g_lock by the handler, read by timeline().
+# view draws as "who waited for whom". Its own lock, held only to write or copy slots: reading it
+# never waits for a collective in progress (g_lock is held for a whole MPI call).
 cdef enum:
     TIMELINE_SIZE = 4096
 
@@ -91,6 +92,9 @@ cdef struct Event:
 
 cdef Event g_events[TIMELINE_SIZE]
 memset(g_events, 0, sizeof(g_events))
+cdef pthread_mutex_t g_ring_lock
+pthread_mutex_init(&g_ring_lock, NULL)
+cdef int64_t g_ring_last = 0   # the highest call number written to the ring
 
 
 cdef int begin(XLA_FFI_CallFrame* f, Call* c, int opcode, int ndata_args,
@@ -154,7 +158,7 @@ cdef int enter(Call* c, int64_t nbytes, int peer, const XLA_FFI_Buffer* sig,
 
 cdef XLA_FFI_Error* finish(Call* c, int rc, const char* mpi_fn) noexcept nogil:
     """Common epilogue: release the lock, log, and turn an MPI return code into an error."""
-    global g_errors, g_seconds
+    global g_errors, g_seconds, g_ring_last
     cdef double dt = 0.0
     cdef char estr[MPI_MAX_ERROR_STRING + 1]
     cdef int elen = 0
@@ -163,6 +167,7 @@ cdef XLA_FFI_Error* finish(Call* c, int rc, const char* mpi_fn) noexcept nogil:
     if c.locked:
         dt = MPI_Wtime() - c.t0
         g_seconds += dt
+        pthread_mutex_lock(&g_ring_lock)
         ev = &g_events[(g_calls - 1) % TIMELINE_SIZE]
         ev.call = g_calls
         ev.opcode = c.opcode
@@ -170,6 +175,8 @@ cdef XLA_FFI_Error* finish(Call* c, int rc, const char* mpi_fn) noexcept nogil:
         ev.nbytes = c.nbytes
         ev.t0 = c.t0
         ev.t1 = c.t0 + dt
+        g_ring_last = g_calls
+        pthread_mutex_unlock(&g_ring_lock)
         g_inflight.active = 0
         pthread_mutex_unlock(&g_lock)
         c.locked = False
@@ -299,22 +306,29 @@ def wtime():
 def timeline(int64_t after=0):
     """The finished calls numbered above ``after`` that the ring still holds, oldest first:
     [{"call", "op", "peer", "bytes", "t0", "t1"}] with MPI_Wtime() times; and how many calls
-    after ``after`` are no longer held (the ring keeps the last 4096)."""
-    cdef int64_t first, n
-    cdef Event ev
-    pthread_mutex_lock(&g_lock)
+    after ``after`` are no longer held (the ring keeps the last 4096). Never waits for a call
+    in progress: the slots are copied under the ring's own lock, without the GIL."""
+    cdef Event* copy = <Event*>malloc(sizeof(Event) * TIMELINE_SIZE)
+    cdef int64_t last, first, n
+    if copy == NULL:
+        raise MemoryError("mpinb.timeline")
     try:
-        first = max(after + 1, g_calls - TIMELINE_SIZE + 1, 1)
+        with nogil:
+            pthread_mutex_lock(&g_ring_lock)
+            memcpy(copy, g_events, sizeof(Event) * TIMELINE_SIZE)
+            last = g_ring_last
+            pthread_mutex_unlock(&g_ring_lock)
+        first = max(after + 1, last - TIMELINE_SIZE + 1, 1)
         events = []
-        for n in range(first, g_calls + 1):
-            ev = g_events[(n - 1) % TIMELINE_SIZE]
-            if ev.call != n:  # started but not finished (or an error before the call)
+        for n in range(first, last + 1):
+            ev = copy[(n - 1) % TIMELINE_SIZE]
+            if ev.call != n:  # started but failed before its MPI call, or overwritten meanwhile
                 continue
             events.append({"call": ev.call, "op": op_name(ev.opcode).decode(), "peer": ev.peer,
                            "bytes": ev.nbytes, "t0": ev.t0, "t1": ev.t1})
-        return events, int(first - after - 1)
+        return events, int(max(0, first - after - 1))
     finally:
-        pthread_mutex_unlock(&g_lock)
+        free(copy)
 
 
 def inflight():

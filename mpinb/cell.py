@@ -194,7 +194,8 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
         call each is blocked in.
     show: names of variables to summarise per rank.
     stream: callback(rank, "stdout"|"stderr"|"error", text) receiving output and errors while
-        the cell runs.
+        the cell runs; if it has a ``tick()`` method, that is called after each poll (a
+        throttled stream sends what it holds when its interval is up).
     grace: once a rank failed or died, seconds the others get to finish before the result is
         reported (fail fast instead of waiting for ranks blocked in a collective).
     label, header: how tracebacks name the cell (``In[5]``: ``Cell In[5], line 4``) and the
@@ -232,6 +233,7 @@ class CellRun:
         self.timed_out = self.interrupted = False
         self.first_failure: float | None = None
         self.dead: dict[int, str] = {}
+        self.taken_down: set[int] = set()          # dead ranks the MPI launcher ended after another's death
         self.last_liveness = 0.0
 
     def run(self) -> CellResult:
@@ -285,7 +287,9 @@ class CellRun:
         return all(ar.ready() for ar in self.pending.values())
 
     def pump_output(self) -> None:
-        """Pass new output, and the error of each rank that just failed, to ``stream``."""
+        """Pass new output, and the error of each rank that just failed, to ``stream``; let a
+        stream that buffers (``flush()``) show what it holds, so that the last lines before a
+        hang are seen while the ranks hang."""
         for r, ar in self.pending.items():
             if self.stream is not None:
                 self._pass_new_output(r, ar)
@@ -294,6 +298,9 @@ class CellRun:
                 rec = self.record(r)
                 if self.stream is not None and not rec.ok and rec.error:
                     self.stream(r, "error", str(rec.error))
+        tick = getattr(self.stream, "tick", None)
+        if tick is not None:
+            tick()
 
     def _pass_new_output(self, r: int, ar) -> None:
         """Pass the stdout and stderr ``r`` printed since the last call to ``stream``."""
@@ -365,7 +372,7 @@ class CellRun:
         """If a rank died or did not finish, settle which ranks are dead and why (see _settle_deaths)."""
         engine_died = [r for r, ar in self.pending.items() if ar.ready() and self.record(r).engine_died]
         if engine_died or self.dead or not self.all_ready():
-            self.dead = _settle_deaths(self.cluster, self.pending, engine_died)
+            self.dead, self.taken_down = _settle_deaths(self.cluster, self.pending, engine_died)
 
     # ----------------------------------------------------------------------- collect
     def collect(self, elapsed: float) -> CellResult:
@@ -410,15 +417,16 @@ class CellRun:
     def _cause_of_death(self) -> str:
         """'rank R <how it ended>' for the first dead rank not merely taken down by the MPI launcher."""
         dead = self.dead
-        causes = [r for r in sorted(dead) if not dead[r].startswith("ended by the MPI launcher")]
+        causes = [r for r in sorted(dead) if r not in self.taken_down]
         first = causes[0] if causes else min(dead)
         return f"rank {first} {dead[first]}"
 
 
-def _settle_deaths(cluster, pending, engine_died, wait: float = 5.0) -> dict[int, str]:
-    """{rank: cause} of dead ranks among ``pending``; ranks mpiexec took down after the first
-    death are described as such. Waits (up to ``wait`` s) for the exit record of at least one
-    dead rank: it travels through the MPI launcher's output, after the death itself is known."""
+def _settle_deaths(cluster, pending, engine_died, wait: float = 5.0) -> tuple[dict[int, str], set[int]]:
+    """({rank: cause} of dead ranks among ``pending``, the ranks among them that the MPI launcher
+    took down after another rank's death, described as such). Waits (up to ``wait`` s) for the
+    exit record of at least one dead rank: it travels through the MPI launcher's output, after
+    the death itself is known."""
     end = time.perf_counter() + wait
     while True:
         dead = {r: why for r, why in cluster.dead_ranks().items() if r in pending}
@@ -431,10 +439,10 @@ def _settle_deaths(cluster, pending, engine_died, wait: float = 5.0) -> dict[int
     for r in engine_died:
         dead.setdefault(r, "process ended")
     causes = sorted(r for r in dead if r in records)
-    for r in dead:
-        if dead[r] == "process ended" and causes and r not in causes:
-            dead[r] = f"ended by the MPI launcher after rank {causes[0]} {records[causes[0]]['description']}"
-    return dead
+    taken_down = {r for r in dead if causes and r not in causes}
+    for r in taken_down:
+        dead[r] = f"ended by the MPI launcher after rank {causes[0]} {records[causes[0]]['description']}"
+    return dead, taken_down
 
 
 def _record(ar, rank: int) -> RankRecord:

@@ -168,6 +168,9 @@ class MPICluster:
         try:
             self.client = self._cluster.start_and_connect_sync()
             self.client.wait_for_engines(self.n, timeout=self.start_timeout, interactive=self.progress)
+        except KeyboardInterrupt:  # the stop button while waiting: leave no job or controller behind
+            self._teardown()
+            raise
         except Exception as exc:
             output = self._launcher_output()[-2000:] + launchers.queue_state(self)
             self._teardown()

@@ -46,11 +46,11 @@ def trim(text: str, max_lines: int | None) -> str:
     lines = text.rstrip("\n").splitlines()
     if not max_lines or len(lines) <= max_lines:
         return text
-    head = max(1, max_lines // 2)
-    tail = max(1, max_lines - head)
+    head = max(1, (max_lines + 1) // 2)
+    tail = max_lines - head
     hidden = len(lines) - head - tail
-    return "\n".join([*lines[:head], f"... {hidden:,} lines hidden (all: result.stdout[rank], or --max-lines 0)",
-                      *lines[-tail:]])
+    note = f"... {hidden:,} line{'s' if hidden != 1 else ''} hidden (all: result.stdout[rank], or --max-lines 0)"
+    return "\n".join([*lines[:head], note, *(lines[-tail:] if tail else [])])
 
 
 def state_detail(result, rank: int) -> list[str]:
@@ -88,15 +88,16 @@ def rank_sections(result, rank: int) -> list[tuple[str, tuple[str, ...]]]:
     return [(name, tuple(line for line in lines if line)) for name, lines in sections]
 
 
-def finding_text(w, ranks) -> str:
+def finding_text(w, ranks, link: bool = True) -> str:
     """One layout finding in plain words, with the ranks it was found on."""
     who = "across ranks" if ranks == [None] else label(r for r in ranks if r is not None)
-    return f"{w.severity} [{w.kind}] {who}: {w.plain().split(': ', 1)[1]}"
+    return f"{w.severity} [{w.kind}] {who}: {w.plain(link=link)}"
 
 
-def findings(result) -> list[tuple[str, str]]:
-    """(severity, text) of each distinct layout finding, errors first."""
-    return [(w.severity, finding_text(w, ranks)) for w, ranks in hlo.distinct(result.warnings)]
+def findings(result, by_rank: bool = False) -> list[tuple]:
+    """(finding, its ranks) of each distinct layout finding, errors first (with ``by_rank``:
+    only those found across ranks, the others are in the ranks' columns)."""
+    return [(w, ranks) for w, ranks in hlo.distinct(result.warnings) if not by_rank or ranks == [None]]
 
 
 def state_line(result) -> str:
@@ -142,8 +143,7 @@ def render_text(result) -> str:
         for rank in result.ranks:
             lines.append(f"[rank {rank}]")
             lines += [_indent(line, "  ") for line in rank_block(result, rank)]
-        shared = [text for w, ranks in hlo.distinct(result.warnings) if ranks == [None]
-                  for text in [finding_text(w, ranks)]]
+        shared = [finding_text(w, ranks) for w, ranks in findings(result, by_rank=True)]
         if shared:
             lines.append("[all ranks]")
             lines += [_indent(text, "  ") for text in shared]
@@ -156,7 +156,7 @@ def render_text(result) -> str:
     for ranks, body in groups(result):
         lines.append(f"[{label(ranks)}]")
         lines += [_indent(line, "  ") for line in body]
-    lines += [text for _, text in findings(result)]
+    lines += [finding_text(w, ranks) for w, ranks in findings(result)]
     return "\n".join(lines)
 
 
@@ -215,11 +215,11 @@ def header_html(result) -> str:
     return head + notes + ("" if result.by_rank else state_grid_html(result))
 
 
-def _finding_html(severity: str, text: str) -> str:
-    text, _, link = text.rpartition(" See ")
-    anchor = f" <a href='{html.escape(link)}' target='_blank'>tutorial</a>" if link else ""
-    return (f"<div class='mpinb-finding' data-severity='{severity}' style='color:{SEVERITY_COLORS[severity]}'>"
-            f"{html.escape(text)}{anchor}</div>")
+def _finding_html(w, ranks) -> str:
+    link = hlo.KINDS[w.kind].link
+    anchor = f" See <a href='{html.escape(link)}' target='_blank'>{html.escape(link)}</a>" if link else ""
+    return (f"<div class='mpinb-finding' data-severity='{w.severity}' style='color:{SEVERITY_COLORS[w.severity]}'>"
+            f"{html.escape(finding_text(w, ranks, link=False))}{anchor}</div>")
 
 
 def timeline_html(result) -> str:
@@ -234,11 +234,8 @@ def timeline_html(result) -> str:
 def footer_html(result) -> str:
     """The layout findings, each once (in the --by-rank view: those found across ranks), and
     the timeline of the cell's collectives."""
-    if result.by_rank:
-        items = [(w.severity, finding_text(w, ranks)) for w, ranks in hlo.distinct(result.warnings) if ranks == [None]]
-    else:
-        items = findings(result)
-    return "".join(_finding_html(severity, text) for severity, text in items) + timeline_html(result)
+    items = findings(result, by_rank=result.by_rank)
+    return "".join(_finding_html(w, ranks) for w, ranks in items) + timeline_html(result)
 
 
 def body_html(result) -> str:
@@ -315,7 +312,8 @@ class LiveOutput:
     one ipywidgets ``Output`` area per rank (what is printed inside it is appended by the front
     end, never resent), elsewhere as ``[stdout:N]`` prefixed lines. At most ``max_lines`` lines
     per rank are streamed (the final view has the head and tail of everything, the result all
-    of it); text is sent at most every ``interval`` seconds."""
+    of it); text is sent at most every ``interval`` seconds (``tick()``, called by the cell's
+    wait loop, sends what is due even when no new text comes)."""
 
     def __init__(self, ranks, use_widgets: bool | None = None, max_lines: int | None = 200,
                  interval: float = 0.2):
@@ -325,7 +323,7 @@ class LiveOutput:
         self.interval = interval
         self.handle = None
         self.areas = {}
-        self.pending: dict[int, list[str]] = {}
+        self.pending: dict[tuple[int, str], str] = {}   # (rank, stream) -> text not yet sent
         self.lines: dict[int, int] = dict.fromkeys(self.ranks, 0)
         self.cut: set[int] = set()
         self.last_flush = 0.0
@@ -340,15 +338,7 @@ class LiveOutput:
                        for r in self.ranks[:RANKS_PER_PAGE]]
             self.handle = display(w.HBox(columns, layout=w.Layout(flex_flow="row wrap")), display_id=True)
 
-    def _prefixed(self, rank: int, stream: str, text: str) -> str:
-        if self.use_widgets:
-            return text
-        prefix = f"[{stream}:{rank}] "
-        return "".join(prefix + line + "\n" for line in text.rstrip("\n").split("\n"))
-
     def __call__(self, rank: int, stream: str, text: str) -> None:
-        import time
-
         if self.use_widgets and stream == "error" and rank in self.areas:
             return  # the final view shows errors with their traceback
         if rank in self.cut:
@@ -357,31 +347,53 @@ class LiveOutput:
             room = self.max_lines - self.lines.get(rank, 0)
             lines = text.splitlines(True)
             if len(lines) > room:
-                text = "".join(lines[:max(room, 0)]) + (f"... (rank {rank}: more output, shown when the cell ends)\n")
+                text = "".join(lines[:max(room, 0)])
+                text += ("" if not text or text.endswith("\n") else "\n")
+                text += f"... (rank {rank}: more output, shown when the cell ends)\n"
                 self.cut.add(rank)
-            self.lines[rank] = self.lines.get(rank, 0) + len(lines)
-        self.pending.setdefault(rank, []).append(self._prefixed(rank, stream, text))
-        if time.monotonic() - self.last_flush >= self.interval:
-            self.flush()
+            self.lines[rank] = self.lines.get(rank, 0) + text.count("\n")
+        if stream == "error" and not text.endswith("\n"):
+            text += "\n"
+        self.pending[(rank, stream)] = self.pending.get((rank, stream), "") + text
+        self.tick()
 
-    def flush(self) -> None:
+    def tick(self) -> None:
+        """Send what is held if the interval is up."""
         import time
 
-        pending, self.pending = self.pending, {}
-        self.last_flush = time.monotonic()
-        for rank, chunks in pending.items():
-            text = "".join(chunks)
-            if self.use_widgets and rank in self.areas:
-                with self.areas[rank]:
-                    sys.stdout.write(text)
-                    sys.stdout.flush()
-            else:
+        if self.pending and time.monotonic() - self.last_flush >= self.interval:
+            self.flush()
+
+    def _send(self, rank: int, stream: str, text: str) -> None:
+        if self.use_widgets and rank in self.areas:
+            with self.areas[rank]:
                 sys.stdout.write(text)
+                sys.stdout.flush()
+            return
+        prefix = f"[{stream}:{rank}] "
+        sys.stdout.write("".join(prefix + line + "\n" for line in text.rstrip("\n").split("\n")))
+
+    def flush(self, partial: bool = False) -> None:
+        """Send what is held: whole lines only (a line's end may be in the next chunk), or
+        everything with ``partial``."""
+        import time
+
+        self.last_flush = time.monotonic()
+        for key in list(self.pending):
+            text = self.pending[key]
+            cut = len(text) if partial else text.rfind("\n") + 1
+            if cut:
+                self._send(*key, text[:cut])
+            rest = text[cut:]
+            if rest:
+                self.pending[key] = rest
+            else:
+                del self.pending[key]
         sys.stdout.flush()
 
     def close(self) -> None:
-        """Remove the live areas (the final view replaces them)."""
-        self.flush()
+        """Send the rest and remove the live areas (the final view replaces them)."""
+        self.flush(partial=True)
         if self.handle is not None:
             from IPython.display import HTML
 

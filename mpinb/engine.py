@@ -181,10 +181,19 @@ def _execute(code: str, ns: dict, filename: str, header: str = ""):
     line numbers and context in tracebacks are those the notebook shows."""
     shell = _shell()
     if shell is not None and hasattr(shell, "transform_cell"):
-        code = shell.transform_cell(code)
+        # IPython's transforms drop leading blank lines: put them back, line numbers count them
+        blank = len(code) - len(code.lstrip("\n"))
+        code = "\n" * blank + shell.transform_cell(code).lstrip("\n")
     head = header.splitlines(True)
     linecache.cache[filename] = (len(header) + len(code), None, head + code.splitlines(True), filename)
-    tree = ast.parse(code, filename)
+    try:
+        tree = ast.parse(code, filename)
+    except SyntaxError as exc:  # line numbers of the notebook's cell, as for other errors
+        if exc.lineno is not None:
+            exc.lineno += len(head)
+            if getattr(exc, "end_lineno", None) is not None:
+                exc.end_lineno += len(head)
+        raise exc.with_traceback(None) from None
     if head:
         ast.increment_lineno(tree, len(head))
     last = None

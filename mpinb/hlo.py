@@ -284,12 +284,13 @@ class HloWarning:
         modules of one jitted call, it is shown once (module names and ranks left out)."""
         return (self.kind, self.instruction, self.message, self.source)
 
-    def plain(self) -> str:
-        """The finding in plain words, without rank or module: severity, meaning, where, what to do."""
+    def plain(self, link: bool = True) -> str:
+        """The finding in plain words, without severity, rank or module: meaning, where, what to
+        do (and where to read more)."""
         info = KINDS[self.kind]
         where = f" ({self.source})" if self.source else ""
-        return (f"{info.severity}: {info.meaning}{where}. {self.message}. What to do: {info.action}. "
-                f"See {info.link}")
+        text = f"{info.meaning}{where}. {self.message}. What to do: {info.action}."
+        return f"{text} See {info.link}" if link and info.link else text
 
 
 def distinct(warnings) -> list[tuple[HloWarning, list[int | None]]]:

@@ -74,28 +74,36 @@ def colour_bar(lo: float, hi: float) -> str:
             "</div>")
 
 
-def named_images(result) -> dict[str, dict[int, np.ndarray]]:
-    """{label: {rank: values}} of every 2-D value the ranks sent (Out, --show names, and
-    'x: jit - eager' for values --compare found different)."""
-    out: dict[str, dict[int, np.ndarray]] = {}
+DIFF = ": jit - eager"  # label suffix of a difference picture
+
+
+def pictures(result) -> dict[tuple[str, bool], dict[int, np.ndarray]]:
+    """{(label, is a difference): {rank: values}} of every 2-D value the ranks sent (Out,
+    --show names, and 'x: jit - eager' for values --compare found different)."""
+    out: dict[tuple[str, bool], dict[int, np.ndarray]] = {}
     for rank, rec in result.records.items():
         if rec is None:
             continue
         items = ([("Out", rec.result)] if rec.result else []) + list(rec.show.items())
         for name, summary in items:
             if summary and summary.get("image") is not None:
-                out.setdefault(name, {})[rank] = summary["image"]
+                out.setdefault((name, False), {})[rank] = summary["image"]
         for name, diff in rec.diff_images.items():
-            out.setdefault(f"{name}: jit - eager", {})[rank] = diff
+            out.setdefault((name + DIFF, True), {})[rank] = diff
     return out
+
+
+def named_images(result) -> dict[str, dict[int, np.ndarray]]:
+    """{label: {rank: values}}: :func:`pictures` by label."""
+    return {label: per_rank for (label, _), per_rank in pictures(result).items()}
 
 
 def scales(result) -> dict[str, tuple[float, float]]:
     """The shared colour scale of each image label (differences: symmetric around 0)."""
     out = {}
-    for name, per_rank in named_images(result).items():
+    for (name, is_diff), per_rank in pictures(result).items():
         lo, hi = scale(per_rank.values())
-        if name.endswith("jit - eager"):
+        if is_diff:
             lo, hi = -max(abs(lo), abs(hi)), max(abs(lo), abs(hi))
         out[name] = (lo, hi)
     return out

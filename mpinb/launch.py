@@ -80,8 +80,11 @@ def main(argv=None) -> int:
     returncode = child.wait()
     if returncode != 0:
         rank = rank_from_environment()
-        # one write: the rank's nanny writes to the same stream, and must not split the line
-        os.write(sys.stderr.fileno(), (exit_line(rank, returncode, read_fault(status_dir, rank)) + "\n").encode())
+        # one write (atomic: the line is under PIPE_BUF): the rank's nanny writes to the same
+        # stream, and must not split the line
+        data = (exit_line(rank, returncode, read_fault(status_dir, rank)) + "\n").encode()
+        while data:
+            data = data[os.write(sys.stderr.fileno(), data):]
         # The MPI launcher forwards output through pipes and may stop reading them as soon as it
         # sees a rank end: stay a moment so that the line is read before this process ends.
         time.sleep(EXIT_LINGER)

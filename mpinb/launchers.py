@@ -122,22 +122,32 @@ BATCH_TEMPLATE = """#!/bin/sh
 """
 
 
+def _batch_directives(cluster) -> str:
+    """The #SBATCH lines of the options: written into the script here, because ipyparallel adds
+    its own (queue, account, timelimit) only to its default template, not to ours."""
+    args = _slurm_size_args(cluster)
+    if cluster.partition:
+        args.append(f"--partition={cluster.partition}")
+    if cluster.account:
+        args.append(f"--account={cluster.account}")
+    if cluster.time_limit:
+        args.append(f"--time={cluster.time_limit}")
+    return "".join(f"#SBATCH {shlex.quote(arg)}\n" for arg in args)
+
+
 def _configure_batch(c: Config, cluster, env: dict) -> None:
     """A batch job through ipyparallel's Slurm launcher: sbatch submits a script whose one job
-    step runs the ranks; partition, account and time limit are the launcher's own options."""
+    step runs the ranks. The script is written into the cluster's own directory, not the
+    notebook's working directory."""
     c.Cluster.engine_launcher_class = "slurm"
     launcher = c.SlurmEngineSetLauncher
-    directives = "".join(f"#SBATCH {arg}\n" for arg in _slurm_size_args(cluster))
     srun = [*SRUN_OPTIONS, *cluster.mpi_args]
     launcher.batch_template = BATCH_TEMPLATE.format(
-        job_name=job_name(cluster.cluster_id), n="{n}", output_file="{output_file}", directives=directives,
+        job_name=job_name(cluster.cluster_id), n="{n}", output_file="{output_file}",
+        directives=_batch_directives(cluster).replace("{", "{{").replace("}", "}}"),
         srun_options=shlex.join(srun), program_and_args="{program_and_args}")
-    if cluster.partition:
-        launcher.queue = cluster.partition
-    if cluster.account:
-        launcher.account = cluster.account
-    if cluster.time_limit:
-        launcher.timelimit = cluster.time_limit
+    if cluster.workdir:
+        launcher.batch_file_name = os.path.join(cluster.workdir, "slurm_engine.sbatch")
     env.update(cluster.engine_env)
     launcher.environment = env
     if cluster.status_dir:
@@ -178,11 +188,16 @@ def slurm_jobs(name: str) -> list[str]:
 
 
 def queue_state(cluster) -> str:
-    """For a start that timed out: what Slurm says about the cluster's job (pending, why)."""
+    """For a start that timed out: what Slurm says about the cluster's batch job (pending, why),
+    or, for a step, about the allocation it runs in."""
     if cluster.launcher != "slurm" or not cluster.cluster_id:
         return ""
+    if cluster.slurm_mode == "step":
+        which = ["-j", os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID", "")]
+    else:
+        which = ["-n", job_name(cluster.cluster_id)]
     try:
-        out = subprocess.run(["squeue", "-h", "-n", job_name(cluster.cluster_id), "-o", "job %i %T %r"],
+        out = subprocess.run(["squeue", "-h", *which, "-o", "job %i %T %r"],
                              capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return ""

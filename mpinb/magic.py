@@ -126,16 +126,18 @@ class StatusTable(dict):
         "hlo_capture": "HLO capture", "uptime_s": "up (s)", "start_s": "start took (s)",
         "setup_cells": "setup cells", "default_timeout": "default timeout (s)", "pids": "engine PIDs (their hosts)"}
 
-    def rows(self) -> list[tuple[str, str]]:
-        def show(value):
-            if isinstance(value, list):
-                from .grouping import rank_ranges
+    #: rank lists, shown as ranges ("0-3"); other lists (PIDs, hosts) are shown as they are
+    RANK_LISTS = ("engines", "blocked_ranks")
 
-                ints = all(isinstance(v, int) for v in value)
-                return (rank_ranges(value) if ints and value else ", ".join(map(str, value))) or "none"
+    def rows(self) -> list[tuple[str, str]]:
+        from .grouping import rank_ranges
+
+        def show(key, value):
+            if isinstance(value, list):
+                return (rank_ranges(value) if key in self.RANK_LISTS else ", ".join(map(str, value))) or "none"
             return "none" if value is None else str(value)
 
-        return [(self.LABELS.get(key, key), show(value)) for key, value in self.items()]
+        return [(self.LABELS.get(key, key), show(key, value)) for key, value in self.items()]
 
     def text(self) -> str:
         rows = self.rows()
@@ -180,7 +182,9 @@ class HloView:
         lines = [finding_text(w, ranks) for w, ranks in hlo.distinct(self.warnings)]
         for ranks, texts in group_by({r: entries(m) for r, m in self.per_rank.items()}):
             lines.append(f"[{label(ranks)}]")
-            for text in texts:
+            names = [name for name, _ in self.per_rank[ranks[0]]]
+            for name, text in zip(names, texts, strict=True):
+                lines.append(f"  module {name}:")
                 lines.extend("    " + line for line in text.splitlines())
         return "\n".join(lines)
 

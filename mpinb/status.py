@@ -33,7 +33,9 @@ import signal
 
 STATUS_KEY = "mpinb_status"
 EXIT_MARKER = "MPINB-EXIT "
-MAX_FAULT_CHARS = 4000
+#: an exit record line, newline included, fits in one atomic pipe write (PIPE_BUF is 4096 on
+#: Linux): another process of the rank (its nanny) writes to the same pipe
+MAX_LINE_BYTES = 4000
 
 
 def status_message(inflight: dict | None, cell: int | None) -> dict:
@@ -64,9 +66,21 @@ def fault_path(directory: str, rank: int | None) -> str:
 
 
 def exit_line(rank: int | None, returncode: int, fault: str = "") -> str:
+    """The record as one line of at most MAX_LINE_BYTES - 1 bytes (the fault text is cut
+    short, keeping its start: the innermost frames come first in faulthandler's report)."""
     record = {"rank": rank, "returncode": returncode, "signal": -returncode if returncode < 0 else None,
-              "description": describe_exit(returncode), "fault": fault[:MAX_FAULT_CHARS]}
-    return EXIT_MARKER + json.dumps(record)
+              "description": describe_exit(returncode), "fault": fault}
+
+    def line_with(chars: int) -> str:
+        return EXIT_MARKER + json.dumps(dict(record, fault=fault[:chars]))
+
+    if len(line_with(len(fault)).encode()) < MAX_LINE_BYTES:
+        return line_with(len(fault))
+    lo, hi = 0, len(fault)  # the longest prefix that fits: lo fits, hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if len(line_with(mid).encode()) < MAX_LINE_BYTES else (lo, mid)
+    return line_with(lo)
 
 
 def parse_exit_lines(text: str) -> dict[int, dict]:

@@ -22,7 +22,10 @@ NOTABLE_WAIT = 0.005  # seconds
 
 
 def events(result) -> dict[int, list[tuple]]:
-    return {r: list(rec.timeline) for r, rec in result.records.items() if rec is not None and rec.timeline}
+    """{rank: its calls} for every rank of the cell (empty: none, or no record: a rank still
+    running or dead has none, and its row says so); {} when no rank made a call."""
+    out = {r: list(rec.timeline) if (rec := result.records.get(r)) is not None else [] for r in result.ranks}
+    return out if any(out.values()) else {}
 
 
 def _color(op: str) -> str:
@@ -32,7 +35,8 @@ def _color(op: str) -> str:
 def matched(result) -> list[tuple[str, int, dict[int, tuple]]]:
     """[(op, k, {rank: event})]: the k-th collective (not point-to-point) of every rank that
     has one, where all those ranks called the same op."""
-    per_rank = {r: [e for e in evs if e[0] not in POINT_TO_POINT] for r, evs in events(result).items()}
+    per_rank = {r: [e for e in evs if e[0] not in POINT_TO_POINT] for r, evs in events(result).items()
+                if result.records.get(r) is not None}
     out = []
     for k in range(max((len(v) for v in per_rank.values()), default=0)):
         at = {r: evs[k] for r, evs in per_rank.items() if k < len(evs)}
@@ -59,7 +63,7 @@ def summary(result) -> str:
     per_rank = events(result)
     if not per_rank:
         return ""
-    counts = sorted({len(v) for v in per_rank.values()})
+    counts = sorted({len(v) for r, v in per_rank.items() if result.records.get(r) is not None})
     count = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     text = f"timeline: {count} mpinb call{'s' if counts[-1] != 1 else ''} per rank"
     longest = waits(result)
@@ -78,7 +82,7 @@ def svg(result, width: int = 640) -> str:
     if not per_rank:
         return ""
     ranks = sorted(per_rank)
-    t_first = min(e[1] for evs in per_rank.values() for e in evs)
+    t_first = min(e[1] for evs in per_rank.values() for e in evs)  # some rank has a call
     t_last = max(e[2] for evs in per_rank.values() for e in evs)
     span = max(t_last - t_first, 1e-6)
     plot = width - LEFT - 8
@@ -89,6 +93,9 @@ def svg(result, width: int = 640) -> str:
         y = row * ROW + 2
         parts.append(f"<text x='2' y='{y + 11}'>rank {r}</text>")
         parts.append(f"<line x1='{LEFT}' x2='{LEFT + plot}' y1='{y + 7}' y2='{y + 7}' stroke='#ddd'/>")
+        if not per_rank[r]:
+            why = "no mpinb call" if result.records.get(r) is not None else f"no record ({result.states.get(r)})"
+            parts.append(f"<text x='{LEFT + 4}' y='{y + 11}' fill='#888'>{html.escape(why)}</text>")
         for k, (op, t0, t1, nbytes, peer) in enumerate(per_rank[r], 1):
             x = LEFT + (t0 - t_first) / span * plot
             w = max((t1 - t0) / span * plot, 1.5)

@@ -86,6 +86,16 @@ def format_exception(exc: BaseException, labels: dict[str, str], tb=None,
     name = type(exc).__name__
     lines = [f"{name:<42}Traceback (most recent call last)"]
     lines += format_frames(tb if tb is not None else exc.__traceback__, labels, extra_hidden)
+    if isinstance(exc, SyntaxError) and exc.filename:  # where in the source, as IPython shows it
+        label = labels.get(exc.filename)
+        lines.append(f"Cell {label}, line {exc.lineno}" if label else f"File {exc.filename}:{exc.lineno}")
+        if exc.text:
+            lines.append(f"    {exc.text.rstrip()}")
+            if exc.offset:
+                lines.append("    " + " " * (max(exc.offset, 1) - 1 - (len(exc.text) - len(exc.text.lstrip()))) + "^")
+        lines.append(f"{name}: {exc.msg}")
+        parts.append("\n".join(lines))
+        return "\n".join(parts)
     message = str(exc)
     lines.append(f"{name}: {message}" if message else name)
     parts.append("\n".join(lines))

@@ -60,12 +60,30 @@ def test_slurm_batch_job_outside_an_allocation(monkeypatch):
     assert cluster.slurm_mode == "batch"
     assert c.Cluster.engine_launcher_class == "slurm"
     launcher = c.SlurmEngineSetLauncher
-    assert (launcher.queue, launcher.account, launcher.timelimit) == ("gpu", "proj1", "1:00:00")
     script = launcher.batch_template
+    assert "#SBATCH --partition=gpu\n#SBATCH --account=proj1\n#SBATCH --time=1:00:00\n" in script
     assert "#SBATCH --job-name=mpinb-17-abcd\n" in script and "#SBATCH --nodes=2\n" in script
     assert "#SBATCH --output={output_file}" in script and "#SBATCH --ntasks={n}" in script
     assert "srun --mpi=pmi2 --kill-on-bad-exit=1 {program_and_args}" in script
     assert launcher.environment["A"] == "1"
+
+
+def test_slurm_batch_script_as_sbatch_gets_it(monkeypatch, tmp_path):
+    """The script ipyparallel writes (its options are only added to its own default template)."""
+    from ipyparallel.cluster.launcher import SlurmEngineSetLauncher
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.delenv("SLURM_JOBID", raising=False)
+    cluster = MPICluster(n=8, launcher="slurm", nodes=2, partition="gpu", account="proj1",
+                         time_limit="1:00:00", cluster_id="17-abcd")
+    cluster.workdir = str(tmp_path)
+    launcher = SlurmEngineSetLauncher(config=cluster.config(), profile_dir=str(tmp_path), cluster_id="17-abcd")
+    launcher.write_batch_script(8)
+    script = (tmp_path / "slurm_engine.sbatch").read_text()
+    for line in ("#SBATCH --ntasks=8", "#SBATCH --nodes=2", "#SBATCH --partition=gpu", "#SBATCH --account=proj1",
+                 "#SBATCH --time=1:00:00", "#SBATCH --job-name=mpinb-17-abcd"):
+        assert line in script.splitlines(), script
+    assert script.count("--partition") == 1 and script.splitlines()[-1].startswith("srun --mpi=pmi2 ")
 
 
 def test_encryption_follows_the_controller_address():

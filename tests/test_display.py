@@ -205,6 +205,13 @@ def test_timeline_shows_who_waited_for_whom():
     for page in (display.render_html(res), widget_html(display.build_widget(res))):
         assert "class='mpinb-timeline'" in page
     assert display.timeline.svg(result()) == "" and "timeline" not in display.render_text(result())
+    # a rank without calls, and one without a record (still running), keep their rows
+    recs[2] = RankRecord(rank=2, ok=True, elapsed=1.5)
+    res.records[3], res.states[3] = None, "running"
+    res.ranks.append(3)
+    picture = display.timeline.svg(res)
+    assert "no mpinb call" in picture and "no record (running)" in picture and picture.count("<text x='2'") == 4
+    assert display.timeline.summary(res).startswith("timeline: 0-2 mpinb calls per rank")
 
 
 def test_live_output_is_throttled_and_capped(capsys):
@@ -217,6 +224,21 @@ def test_live_output_is_throttled_and_capped(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out == [f"[stdout:0] line {i}" for i in range(1, 5)] + [
         "[stdout:0] ... (rank 0: more output, shown when the cell ends)", "[stderr:1] warn"]
+
+
+def test_live_output_sends_held_lines_when_due_and_never_splits_a_line(capsys):
+    live = display.LiveOutput([0], use_widgets=False, interval=0.05)
+    live(0, "stdout", "before the allreduce\nhal")
+    assert capsys.readouterr().out == "[stdout:0] before the allreduce\n"  # whole lines only
+    live(0, "stdout", "f a line\n")
+    import time
+
+    time.sleep(0.06)
+    live.tick()  # the wait loop's tick: due, although no new text came
+    assert capsys.readouterr().out == "[stdout:0] half a line\n"
+    live(0, "stdout", "no newline at the end")
+    live.close()
+    assert capsys.readouterr().out == "[stdout:0] no newline at the end\n"
 
 
 def test_sixty_four_ranks_read_as_a_few_groups():

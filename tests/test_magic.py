@@ -120,6 +120,17 @@ def test_tracebacks_read_like_ipython(ip, capsys):
     assert "[ranks 0-1]" in view and view.count("cannot reshape array") == 2  # error and traceback, once
 
 
+def test_traceback_lines_count_blank_lines_and_syntax_errors(ip):
+    """IPython drops a cell's leading blank lines before running it; the line numbers still
+    count them. A syntax error names the cell and line too."""
+    n = ip.execution_count
+    ip.run_cell_magic("mpijax", "--no-hlo --no-raise", "\n\nx = 1\nraise ValueError('bad')")
+    assert f"Cell In[{n}], line 5\n" in ip.user_ns["_mpijax"].records[0].error.traceback
+    ip.run_cell_magic("mpijax", "--no-hlo --no-raise", "x = 1\ny = (2\n")
+    tb = ip.user_ns["_mpijax"].records[1].error.traceback
+    assert f"Cell In[{n}], line 3\n    y = (2\n" in tb and tb.endswith("SyntaxError: '(' was never closed"), tb
+
+
 def test_error_on_one_rank_and_rank_selection(ip, capsys):
     with pytest.raises(CellFailed, match="1 of 1 ranks did not finish the cell: rank 1: ValueError: bad rank 1"):
         ip.run_cell_magic("mpijax", "--ranks 1", "raise ValueError(f'bad rank {rank}')")
@@ -164,6 +175,8 @@ def test_status_and_hlo_view(ip, capsys):
     assert "<th style='text-align:left'>engines</th>" in table["text/html"]
     assert re.search(r"^engines +0-1$", table["text/plain"], re.M)
     assert re.search(r"^ranks +2$", table["text/plain"], re.M)
+    pids = ", ".join(map(str, status["pids"]))
+    assert re.search(rf"^engine PIDs \(their hosts\) +{pids}$", table["text/plain"], re.M)  # not as ranges
     ip.run_line_magic("mpijax", "hlo transpose(block)")
     out = capsys.readouterr().out
     assert "[ranks 0-1]" in out and "[rank 0]" not in out  # the same module on both ranks: shown once

@@ -22,6 +22,14 @@ def test_exit_line_with_another_process_text_after_it_on_its_line():
     assert status.parse_exit_lines(text)[1]["description"] == "exited with code 3"
 
 
+def test_exit_line_fits_one_atomic_pipe_write():
+    fault = "Fatal Python error: Segmentation fault\n" + 'File "x.py", line 1 in "\u00e9"\n' * 400
+    line = status.exit_line(1, -11, fault)
+    assert len((line + "\n").encode()) <= status.MAX_LINE_BYTES
+    record = status.parse_exit_lines(line)[1]
+    assert record["fault"].startswith("Fatal Python error: Segmentation fault") and fault.startswith(record["fault"])
+
+
 def test_inflight_of_published_data():
     assert status.inflight_of(None) is None
     assert status.inflight_of(status.status_message(None, 3)) is None
