@@ -54,6 +54,16 @@ def _seconds(text: str) -> float | None:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (all) or more: {text!r}")
+    return value
+
+
 def _names(text: str) -> list[str]:
     names = [n for n in text.replace(",", " ").split() if n]
     bad = [n for n in names if not n.isidentifier()]
@@ -76,7 +86,7 @@ def cell_parser() -> _Parser:
     p.add_argument("--setup", action="store_true", help="replay this cell after %%mpijax restart")
     p.add_argument("--by-rank", action="store_true",
                    help="show every rank in full (default: ranks with the same output grouped)")
-    p.add_argument("--max-lines", type=int, default=200,
+    p.add_argument("--max-lines", type=_count, default=200,
                    help="lines of each output stream shown per rank, head and tail (default 200; 0: all)")
     p.add_argument("--no-raise", action="store_true",
                    help="show a failed, dead or unfinished rank without raising CellFailed afterwards "

@@ -164,6 +164,8 @@ def test_usage_errors(ip):
         ip.run_line_magic("mpijax", "start -n 2")
     with pytest.raises(UsageError, match="invalid choice"):
         ip.run_line_magic("mpijax", "launch")
+    with pytest.raises(UsageError, match="must be 0 \\(all\\) or more"):
+        ip.run_cell_magic("mpijax", "--max-lines -1", "1")
 
 
 def test_status_and_hlo_view(ip, capsys):
