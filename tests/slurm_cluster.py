@@ -111,7 +111,7 @@ class SlurmTestCluster:
             "KillWait=2",
             "InactiveLimit=0",
             "MinJobAge=10",
-            f"FirstJobId={int(time.time()) % 1_000_000 * 100 + 1}",
+            f"FirstJobId={int(time.time()) % 600_000 * 100 + 1}",  # unique per second, below MaxJobId
             "CommunicationParameters=NoInAddrAny,NoCtldInAddrAny",
             "SlurmdParameters=config_overrides",
             f"Epilog={d}/epilog.sh",
@@ -238,6 +238,9 @@ class SlurmTestCluster:
 
 
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # kill/pkill: still stop the daemons
     with SlurmTestCluster() as slurm:
         print(f"export SLURM_CONF={slurm.conf}", flush=True)
         try:
