@@ -184,9 +184,10 @@ class MPICluster:
 
         infos = self.view.apply_sync(engine.setup, self.dump_root, self.status_dir, self.checked)
         ranks = [info["rank"] for info in infos]
-        if ranks != list(self.client.ids):
+        ids = list(self.client.ids)
+        if ranks != ids:
             self._teardown()
-            raise ClusterError(f"engine ids {self.client.ids} are not the MPI ranks {ranks}")
+            raise ClusterError(f"engine ids {ids} are not the MPI ranks {ranks}")
         self.engines = infos
         self.started_at = time.time()
         self.start_seconds = time.perf_counter() - t0

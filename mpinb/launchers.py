@@ -83,7 +83,7 @@ def _engine_cmd(status_dir: str) -> list[str]:
 def configure(c: Config, cluster, env: dict) -> None:
     """Fill the launcher part of an ipyparallel ``Config`` for ``cluster`` (an MPICluster)."""
     launcher = cluster.launcher
-    if launcher == "slurm" and slurm_mode() == "batch":
+    if launcher == "slurm" and cluster.slurm_mode == "batch":
         _configure_batch(c, cluster, env)
         return
     c.Cluster.engine_launcher_class = "mpi"
@@ -151,7 +151,8 @@ def _configure_batch(c: Config, cluster, env: dict) -> None:
     env.update(cluster.engine_env)
     launcher.environment = env
     if cluster.status_dir:
-        launcher.engine_cmd = _engine_cmd(cluster.status_dir)
+        # --mpi: engine id = MPI rank (ipyparallel's MPI launcher adds it; its batch launchers do not)
+        launcher.engine_cmd = [*_engine_cmd(cluster.status_dir), "--mpi"]
 
 
 def controller_ip(cluster) -> str:
@@ -170,9 +171,9 @@ def encrypted(cluster) -> bool:
 
 # --------------------------------------------------------------------------- ending a job
 def slurm_steps(name: str) -> list[str]:
-    """Ids (``JOB.STEP``) of the running job steps called ``name``."""
+    """Ids (``JOB.STEP``) of this user's running job steps called ``name``."""
     try:
-        out = subprocess.run(["squeue", "-h", "-s", "-o", "%i %j"], capture_output=True, text=True,
+        out = subprocess.run(["squeue", "--me", "-h", "-s", "-o", "%i %j"], capture_output=True, text=True,
                              timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
@@ -180,8 +181,10 @@ def slurm_steps(name: str) -> list[str]:
 
 
 def slurm_jobs(name: str) -> list[str]:
+    """Ids of this user's jobs called ``name``."""
     try:
-        out = subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run(["squeue", "--me", "-h", "-o", "%i %j"], capture_output=True, text=True,
+                             timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [line.split()[0] for line in out.splitlines() if len(line.split()) == 2 and line.split()[1] == name]

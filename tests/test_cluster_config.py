@@ -77,6 +77,7 @@ def test_slurm_batch_script_as_sbatch_gets_it(monkeypatch, tmp_path):
     cluster = MPICluster(n=8, launcher="slurm", nodes=2, partition="gpu", account="proj1",
                          time_limit="1:00:00", cluster_id="17-abcd")
     cluster.workdir = str(tmp_path)
+    (tmp_path / "status").mkdir()
     launcher = SlurmEngineSetLauncher(config=cluster.config(), profile_dir=str(tmp_path), cluster_id="17-abcd")
     launcher.write_batch_script(8)
     script = (tmp_path / "slurm_engine.sbatch").read_text()
@@ -84,6 +85,7 @@ def test_slurm_batch_script_as_sbatch_gets_it(monkeypatch, tmp_path):
                  "#SBATCH --time=1:00:00", "#SBATCH --job-name=mpinb-17-abcd"):
         assert line in script.splitlines(), script
     assert script.count("--partition") == 1 and script.splitlines()[-1].startswith("srun --mpi=pmi2 ")
+    assert " -m ipyparallel.engine --mpi" in script.splitlines()[-1]  # engine id = MPI rank
 
 
 def test_encryption_follows_the_controller_address():

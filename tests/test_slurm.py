@@ -90,7 +90,7 @@ def test_batch_job_outside_an_allocation(slurm, monkeypatch):
     which Slurm writes on the batch host: this machine here, a shared home on a real cluster)."""
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.delenv("SLURM_JOBID", raising=False)
-    cluster = MPICluster(n=2, launcher="slurm", nodes=2, partition=slurm_cluster.PARTITION,
+    cluster = MPICluster(n=4, launcher="slurm", nodes=2, partition=slurm_cluster.PARTITION,
                          time_limit="10:00", engine_env=ENGINE_ENV, progress=False)
     assert cluster.slurm_mode == "batch"
     cluster.start()
@@ -98,7 +98,7 @@ def test_batch_job_outside_an_allocation(slurm, monkeypatch):
         cluster_id, status_dir = cluster.cluster_id, cluster.status_dir
         assert len(launchers.slurm_jobs(launchers.job_name(cluster_id))) == 1
         nodes, sizes = nodes_and_sizes(cluster)
-        assert nodes == set(slurm_cluster.NODES) and sizes == {2}
+        assert nodes == set(slurm_cluster.NODES) and sizes == {4}
         res = cluster.run_cell("import os, time\nif MPI.COMM_WORLD.Get_rank() == 1:\n    os._exit(3)\ntime.sleep(60)",
                                timeout=120)
         assert res.states[1] == "dead" and res.dead[1] == "exited with code 3", (res.dead, cluster.exit_records())
