@@ -128,15 +128,9 @@ def compare_namespaces(names: Iterable[str], jitted: Mapping, eager: Mapping, fl
 
 def format_ranks(ranks) -> str:
     """'rank 2', 'ranks 0-3', 'ranks 0, 2, 5-7'."""
-    ranks = sorted(set(ranks))
-    parts, start = [], None
-    for i, r in enumerate(ranks):
-        if start is None:
-            start = r
-        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
-            parts.append(str(start) if start == r else f"{start}-{r}")
-            start = None
-    return f"rank{'s' if len(ranks) != 1 else ''} {', '.join(parts)}"
+    from .grouping import label
+
+    return label(ranks, sep=", ")
 
 
 def _variable(name: str) -> str:

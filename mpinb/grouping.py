@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 
 
-def rank_ranges(ranks: Iterable[int]) -> str:
+def rank_ranges(ranks: Iterable[int], sep: str = ",") -> str:
     """Sorted ranks as ranges: [0, 1, 2, 5] -> '0-2,5'."""
     ranks = sorted(set(ranks))
     parts, start = [], None
@@ -23,13 +23,13 @@ def rank_ranges(ranks: Iterable[int]) -> str:
         if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
             parts.append(f"{start}" if start == r else f"{start}-{r}")
             start = None
-    return ",".join(parts)
+    return sep.join(parts)
 
 
-def label(ranks: Iterable[int]) -> str:
-    """'rank 3' or 'ranks 0-3'."""
+def label(ranks: Iterable[int], sep: str = ",") -> str:
+    """'rank 3' or 'ranks 0-3' (or 'ranks 0, 2' with ``sep=", "``)."""
     ranks = sorted(set(ranks))
-    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {rank_ranges(ranks)}"
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {rank_ranges(ranks, sep)}"
 
 
 def group_by(values: Mapping[int, Hashable]) -> list[tuple[list[int], Hashable]]:

@@ -74,8 +74,23 @@ def lab(tmp_path_factory):
     log.close()
 
 
-def test_quickstart_notebook_renders_one_column_per_rank(lab):
+def open_notebook(page, address: str) -> None:
+    """Open a notebook in JupyterLab and wait until its kernel is idle."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.goto(address, timeout=120_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+    # a fresh JupyterLab asks which kernel to start
+    select = page.locator(".jp-Dialog").get_by_role("button", name="Select", exact=True)
+    try:
+        select.wait_for(timeout=15_000)
+        select.click()
+    except PlaywrightTimeout:
+        pass
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+
+
+def test_quickstart_notebook_renders_one_column_per_rank(lab):
     from playwright.sync_api import sync_playwright
 
     url, token, _root = lab
@@ -84,16 +99,7 @@ def test_quickstart_notebook_renders_one_column_per_rank(lab):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            page.goto(f"{url}/lab/tree/01_quickstart.ipynb?token={token}", timeout=120_000)
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-            # a fresh JupyterLab asks which kernel to start
-            select = page.locator(".jp-Dialog").get_by_role("button", name="Select", exact=True)
-            try:
-                select.wait_for(timeout=15_000)
-                select.click()
-            except PlaywrightTimeout:
-                pass
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+            open_notebook(page, f"{url}/lab/tree/01_quickstart.ipynb?token={token}")
             page.get_by_role("menuitem", name="Run", exact=True).click()
             page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
             page.wait_for_selector("text=cluster stopped", timeout=300_000)
@@ -170,7 +176,6 @@ def test_four_ranks_grouped_view_and_timeline(lab, four_rank_notebook):
     with rank 1 arriving late, and 20,000 lines per rank trimmed; screenshots kept, and the
     browser's time to show the 20,000-line cell with %%px and with %%mpijax written down
     (tests/artifacts/browser-timings.txt: a figure, not asserted)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     url, token, _root = lab
@@ -180,16 +185,7 @@ def test_four_ranks_grouped_view_and_timeline(lab, four_rank_notebook):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
             # a workspace of its own: only this notebook open, not the quick start of the other test
-            page.goto(f"{url}/lab/workspaces/four-ranks/tree/{four_rank_notebook}?reset&token={token}",
-                      timeout=120_000)
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-            select = page.locator(".jp-Dialog").get_by_role("button", name="Select", exact=True)
-            try:
-                select.wait_for(timeout=15_000)
-                select.click()
-            except PlaywrightTimeout:
-                pass
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+            open_notebook(page, f"{url}/lab/workspaces/four-ranks/tree/{four_rank_notebook}?reset&token={token}")
             run_one(page, 0, "text=4 MPI engines ready")
             run_one(page, 1, ".jp-OutputPrompt, .jp-InputPrompt")
             run_one(page, 2, ".jupyter-widgets .mpinb-summary")

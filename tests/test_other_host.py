@@ -10,13 +10,10 @@ never be skipped there.
 
 import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from rerun import pytest_passes
 
-HERE = Path(__file__).resolve().parent
 TIMEOUT = 900
 
 
@@ -35,12 +32,5 @@ def test_fault_and_output_tests_pass_with_the_engines_on_another_host(tmp_path):
             pytest.fail(f"MPINB_REQUIRE_NAMESPACES=1 but {why}")
         pytest.skip(why)
     env = dict(os.environ, MPINB_TEST_OTHER_HOST="1")
-    cmd = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "pytest", "-q",
-           "-p", "no:cacheprovider", str(HERE / "test_faults.py"), str(HERE / "test_output.py")]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env, cwd=HERE.parent)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"no result after {TIMEOUT} s:\n{(exc.stdout or '')[-3000:]}")
-    tail = (proc.stdout + proc.stderr)[-4000:]
-    assert proc.returncode == 0, tail
-    assert " passed" in proc.stdout and "failed" not in proc.stdout and "skipped" not in proc.stdout, tail
+    pytest_passes(["test_faults.py", "test_output.py"], env, prefix=["unshare", "--pid", "--fork", "--mount-proc"],
+                  timeout=TIMEOUT)

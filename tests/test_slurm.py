@@ -7,18 +7,15 @@ can never be skipped there.
 """
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import psutil
 import pytest
 import slurm_cluster
+from rerun import pytest_passes
 
 from mpinb import launchers
 from mpinb.cluster import MPICluster
 
-HERE = Path(__file__).resolve().parent
 TIMEOUT = 1200
 ENGINE_ENV = {"UCX_NET_DEVICES": "lo"}  # the test's Slurm nodes are this machine
 WHERE = "import os\nfrom mpi4py import MPI\n(MPI.COMM_WORLD.Get_size(), os.environ['SLURMD_NODENAME'])"
@@ -109,13 +106,5 @@ def test_batch_job_outside_an_allocation(slurm, monkeypatch):
 
 def test_fault_and_output_tests_pass_as_a_slurm_job_step(slurm, allocation):
     env = dict(os.environ, MPINB_TEST_SLURM="1", SLURM_JOB_ID=allocation)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-           str(HERE / "test_faults.py"), str(HERE / "test_output.py")]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env, cwd=HERE.parent)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"no result after {TIMEOUT} s:\n{(exc.stdout or '')[-3000:]}")
-    tail = (proc.stdout + proc.stderr)[-4000:]
-    assert proc.returncode == 0, tail
-    assert " passed" in proc.stdout and "failed" not in proc.stdout and "skipped" not in proc.stdout, tail
+    pytest_passes(["test_faults.py", "test_output.py"], env, timeout=TIMEOUT)
     assert not [step for step in slurm.steps() if step.startswith(f"{allocation}.")], "a step outlived its cluster"
