@@ -7,6 +7,7 @@ packages (test extras). Without a browser the test is skipped, except where
 MPINB_REQUIRE_BROWSER=1 (CI), where a missing browser is a failure.
 """
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -90,34 +91,42 @@ def open_notebook(page, address: str) -> None:
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
 
 
-def test_quickstart_notebook_renders_one_column_per_rank(lab):
+@contextlib.contextmanager
+def browser_page(failure_screenshot: str):
+    """A page of a headless Chromium (closed afterwards); on an error a full-page screenshot
+    goes to tests/artifacts/FAILURE_SCREENSHOT before the error propagates."""
     from playwright.sync_api import sync_playwright
 
-    url, token, _root = lab
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            open_notebook(page, f"{url}/lab/tree/01_quickstart.ipynb?token={token}")
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-            page.wait_for_selector("text=cluster stopped", timeout=300_000)
-            widget_columns = page.locator(".jupyter-widgets .mpinb-rank")
-            widget_columns.first.wait_for(timeout=60_000)
-            ranks = sorted({r for i in range(widget_columns.count())
-                            for r in widget_columns.nth(i).get_attribute("data-rank").split(",")})
-            groups = {widget_columns.nth(i).get_attribute("data-rank") for i in range(widget_columns.count())}
-            first_view = page.locator(".jupyter-widgets .mpinb-summary").first
-            first_view.scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "quickstart.png"), full_page=True)
-            summaries = [page.locator(".jupyter-widgets .mpinb-summary").nth(i).inner_text()
-                         for i in range(page.locator(".jupyter-widgets .mpinb-summary").count())]
+            yield page
         except Exception:
-            page.screenshot(path=str(ARTIFACTS / "quickstart-failure.png"), full_page=True)
+            page.screenshot(path=str(ARTIFACTS / failure_screenshot), full_page=True)
             raise
         finally:
             browser.close()
+
+
+def test_quickstart_notebook_renders_one_column_per_rank(lab):
+    url, token, _root = lab
+    with browser_page("quickstart-failure.png") as page:
+        open_notebook(page, f"{url}/lab/tree/01_quickstart.ipynb?token={token}")
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        page.wait_for_selector("text=cluster stopped", timeout=300_000)
+        widget_columns = page.locator(".jupyter-widgets .mpinb-rank")
+        widget_columns.first.wait_for(timeout=60_000)
+        ranks = sorted({r for i in range(widget_columns.count())
+                        for r in widget_columns.nth(i).get_attribute("data-rank").split(",")})
+        groups = {widget_columns.nth(i).get_attribute("data-rank") for i in range(widget_columns.count())}
+        first_view = page.locator(".jupyter-widgets .mpinb-summary").first
+        first_view.scroll_into_view_if_needed()
+        page.screenshot(path=str(ARTIFACTS / "quickstart.png"), full_page=True)
+        summaries = [page.locator(".jupyter-widgets .mpinb-summary").nth(i).inner_text()
+                     for i in range(page.locator(".jupyter-widgets .mpinb-summary").count())]
     assert ranks == ["0", "1"], ranks
     assert "0,1" in groups, groups  # what both ranks share is shown once, in a card of its own
     assert any(s.startswith("2 ranks") for s in summaries), summaries
@@ -176,38 +185,27 @@ def test_four_ranks_grouped_view_and_timeline(lab, four_rank_notebook):
     with rank 1 arriving late, and 20,000 lines per rank trimmed; screenshots kept, and the
     browser's time to show the 20,000-line cell with %%px and with %%mpijax written down
     (tests/artifacts/browser-timings.txt: a figure, not asserted)."""
-    from playwright.sync_api import sync_playwright
-
     url, token, _root = lab
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            # a workspace of its own: only this notebook open, not the quick start of the other test
-            open_notebook(page, f"{url}/lab/workspaces/four-ranks/tree/{four_rank_notebook}?reset&token={token}")
-            run_one(page, 0, "text=4 MPI engines ready")
-            run_one(page, 1, ".jp-OutputPrompt, .jp-InputPrompt")
-            run_one(page, 2, ".jupyter-widgets .mpinb-summary")
-            grouped = page.locator(".jp-Notebook .jp-Cell").nth(2)
-            grouped.scroll_into_view_if_needed()
-            grouped.screenshot(path=str(ARTIFACTS / "grouped-4-ranks.png"))
-            cards = grouped.locator(".mpinb-rank")
-            card_ranks = [cards.nth(i).get_attribute("data-rank") for i in range(cards.count())]
-            card_text = grouped.locator(".mpinb-rank[data-rank='0,1,2,3']").first.inner_text()
-            grouped_text = grouped.locator(".jp-OutputArea").first.inner_text()
-            timeline_rows = grouped.locator("svg.mpinb-timeline text", has_text="rank ").count()
-            timeline_text = grouped.locator(".mpinb-timeline-block").first.inner_text()
-            px_seconds = run_one(page, 3, f"text=rank line {LINES - 1}")
-            ours_seconds = run_one(page, 4, ".jupyter-widgets .mpinb-summary")
-            trimmed = page.locator(".jp-Notebook .jp-Cell").nth(4).inner_text()
-            page.screenshot(path=str(ARTIFACTS / "four-ranks.png"), full_page=True)
-            run_one(page, 5, "text=cluster stopped")
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "four-ranks-failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    with browser_page("four-ranks-failure.png") as page:
+        # a workspace of its own: only this notebook open, not the quick start of the other test
+        open_notebook(page, f"{url}/lab/workspaces/four-ranks/tree/{four_rank_notebook}?reset&token={token}")
+        run_one(page, 0, "text=4 MPI engines ready")
+        run_one(page, 1, ".jp-OutputPrompt, .jp-InputPrompt")
+        run_one(page, 2, ".jupyter-widgets .mpinb-summary")
+        grouped = page.locator(".jp-Notebook .jp-Cell").nth(2)
+        grouped.scroll_into_view_if_needed()
+        grouped.screenshot(path=str(ARTIFACTS / "grouped-4-ranks.png"))
+        cards = grouped.locator(".mpinb-rank")
+        card_ranks = [cards.nth(i).get_attribute("data-rank") for i in range(cards.count())]
+        card_text = grouped.locator(".mpinb-rank[data-rank='0,1,2,3']").first.inner_text()
+        grouped_text = grouped.locator(".jp-OutputArea").first.inner_text()
+        timeline_rows = grouped.locator("svg.mpinb-timeline text", has_text="rank ").count()
+        timeline_text = grouped.locator(".mpinb-timeline-block").first.inner_text()
+        px_seconds = run_one(page, 3, f"text=rank line {LINES - 1}")
+        ours_seconds = run_one(page, 4, ".jupyter-widgets .mpinb-summary")
+        trimmed = page.locator(".jp-Notebook .jp-Cell").nth(4).inner_text()
+        page.screenshot(path=str(ARTIFACTS / "four-ranks.png"), full_page=True)
+        run_one(page, 5, "text=cluster stopped")
     (ARTIFACTS / "browser-timings.txt").write_text(
         f"{LINES:,} lines per rank, 4 ranks, time until the browser shows the cell's output\n"
         f"%%px      {px_seconds:.2f} s  1.00\n%%mpijax  {ours_seconds:.2f} s  {ours_seconds / px_seconds:.2f}\n")
