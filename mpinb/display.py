@@ -67,9 +67,10 @@ def state_detail(result, rank: int) -> list[str]:
     return []
 
 
-def rank_sections(result, rank: int) -> list[tuple[str, tuple[str, ...]]]:
+def rank_sections(result, rank: int, scales=None) -> list[tuple[str, tuple[str, ...]]]:
     """What one rank has to say, as named sections (state and time left out): the units that
-    the grouped view compares across ranks."""
+    the grouped view compares across ranks. ``scales``: the pictures' shared colour scales
+    (images.scales), computed once per view rather than once per rank."""
     rec = result.records.get(rank)
     out, err = result.stdout.get(rank, ""), result.stderr.get(rank, "")
     sections = [("detail", state_detail(result, rank)),
@@ -84,7 +85,7 @@ def rank_sections(result, rank: int) -> list[tuple[str, tuple[str, ...]]]:
         sections += [("error", [f"error: {rec.error}", _indent(rec.error.traceback)] if rec.error else []),
                      ("eager", [f"eager run failed: {rec.eager_error}"] if rec.eager_error else [])]
         sections += [(f"compare {c.name}", [f"compare: {c}"]) for c in rec.comparisons]
-        sections.append(("pictures", images.lines(result, rank)))
+        sections.append(("pictures", images.lines(result, rank, scales)))
     return [(name, tuple(line for line in lines if line)) for name, lines in sections]
 
 
@@ -116,18 +117,19 @@ def state_line(result) -> str:
     return "; ".join(parts)
 
 
-def groups(result) -> list[tuple[list[int], list[str]]]:
+def groups(result, scales=None) -> list[tuple[list[int], list[str]]]:
     """[(ranks, lines)]: every rank's sections, identical ones merged across ranks."""
-    return merge_sections({r: rank_sections(result, r) for r in result.ranks})
+    scales = images.scales(result) if scales is None else scales
+    return merge_sections({r: rank_sections(result, r, scales) for r in result.ranks})
 
 
-def rank_block(result, rank: int) -> list[str]:
+def rank_block(result, rank: int, scales=None) -> list[str]:
     """The text lines describing one rank in full (the --by-rank view, without the header)."""
     rec = result.records.get(rank)
     state = result.states.get(rank, "?")
     lines = [f"state: {state} in {rec.elapsed:.3f} s"] if rec else ([] if state_detail(result, rank)
                                                                       else [f"state: {state}"])
-    for _, section in rank_sections(result, rank):
+    for _, section in rank_sections(result, rank, scales):
         lines += section
     for w, ranks in hlo.distinct(result.warnings):
         if rank in ranks:
@@ -139,21 +141,23 @@ def render_text(result) -> str:
     lines = [result.summary()]
     for note in result.notes:
         lines.append(f"note: {note}")
+    when = timeline.summary(result)
+    scales = images.scales(result)
     if result.by_rank:
         for rank in result.ranks:
             lines.append(f"[rank {rank}]")
-            lines += [_indent(line, "  ") for line in rank_block(result, rank)]
+            lines += [_indent(line, "  ") for line in rank_block(result, rank, scales)]
         shared = [finding_text(w, ranks) for w, ranks in findings(result, by_rank=True)]
         if shared:
             lines.append("[all ranks]")
             lines += [_indent(text, "  ") for text in shared]
-        if timeline.summary(result):
-            lines.append(timeline.summary(result))
+        if when:
+            lines.append(when)
         return "\n".join(lines)
     lines.append(state_line(result))
-    if timeline.summary(result):
-        lines.append(timeline.summary(result))
-    for ranks, body in groups(result):
+    if when:
+        lines.append(when)
+    for ranks, body in groups(result, scales):
         lines.append(f"[{label(ranks)}]")
         lines += [_indent(line, "  ") for line in body]
     lines += [finding_text(w, ranks) for w, ranks in findings(result)]
@@ -174,20 +178,22 @@ def _card(title: str, color: str, body_lines: list[str], extra: str = "", rank: 
             f"<pre style='{_STYLE}'>{body}</pre>{extra}</div>")
 
 
-def rank_html(result, rank: int) -> str:
+def rank_html(result, rank: int, scales=None) -> str:
     """One rank in full (the --by-rank view)."""
     state = result.states.get(rank, "?")
-    return _card(f"rank {rank} ({state})", STATE_COLORS.get(state, "#555"), rank_block(result, rank),
-                 images.tags(result, rank), str(rank))
+    scales = images.scales(result) if scales is None else scales
+    return _card(f"rank {rank} ({state})", STATE_COLORS.get(state, "#555"), rank_block(result, rank, scales),
+                 images.tags(result, rank, scales), str(rank))
 
 
-def group_html(result, ranks: list[int], lines: list[str]) -> str:
+def group_html(result, ranks: list[int], lines: list[str], scales=None) -> str:
     """A group of ranks with the same output, and the pictures of its first rank when the group
     holds the pictures' lines (equal lines: equal pictures, see images.lines)."""
     states = {result.states.get(r, "?") for r in ranks}
     color = STATE_COLORS.get(states.pop(), "#555") if len(states) == 1 else "#555"
-    own = images.lines(result, ranks[0])
-    pictures = images.tags(result, ranks[0]) if own and set(own) <= set(lines) else ""
+    scales = images.scales(result) if scales is None else scales
+    own = images.lines(result, ranks[0], scales)
+    pictures = images.tags(result, ranks[0], scales) if own and set(own) <= set(lines) else ""
     return _card(label(ranks), color, lines, pictures, ",".join(map(str, ranks)))
 
 
@@ -239,9 +245,10 @@ def footer_html(result) -> str:
 
 
 def body_html(result) -> str:
+    scales = images.scales(result)
     if result.by_rank:
-        return "".join(rank_html(result, r) for r in result.ranks)
-    return "".join(group_html(result, ranks, lines) for ranks, lines in groups(result))
+        return "".join(rank_html(result, r, scales) for r in result.ranks)
+    return "".join(group_html(result, ranks, lines, scales) for ranks, lines in groups(result, scales))
 
 
 def render_html(result) -> str:
@@ -271,15 +278,17 @@ def build_widget(result):
     rank in pages of 8 ranks), then the layout findings."""
     import ipywidgets as w
 
+    footer = footer_html(result)
     if not result.by_rank:
         parts = [w.HTML(header_html(result)),
                  w.HTML(f"<div style='display:flex;flex-wrap:wrap'>{body_html(result)}</div>")]
-        if footer_html(result):
-            parts.append(w.HTML(footer_html(result)))
+        if footer:
+            parts.append(w.HTML(footer))
         return w.VBox(parts, layout=w.Layout(width="100%"))
+    scales = images.scales(result)
 
     def column(rank):
-        return w.HTML(rank_html(result, rank), layout=w.Layout(flex="1 1 0", min_width="14em"))
+        return w.HTML(rank_html(result, rank, scales), layout=w.Layout(flex="1 1 0", min_width="14em"))
 
     pages = [result.ranks[i:i + RANKS_PER_PAGE] for i in range(0, len(result.ranks), RANKS_PER_PAGE)]
     boxes = [w.HBox([column(r) for r in page], layout=w.Layout(flex_flow="row wrap")) for page in pages]
@@ -290,8 +299,8 @@ def build_widget(result):
         for i, page in enumerate(pages):
             body.set_title(i, f"ranks {page[0]}-{page[-1]}")
     parts = [w.HTML(header_html(result)), body]
-    if footer_html(result):
-        parts.append(w.HTML(footer_html(result)))
+    if footer:
+        parts.append(w.HTML(footer))
     return w.VBox(parts, layout=w.Layout(width="100%"))
 
 

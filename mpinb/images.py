@@ -7,6 +7,7 @@ enlargement to at least MIN_SIDE pixels on the long side, and the difference jit
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import struct
 import zlib
@@ -68,8 +69,14 @@ def _img(data: bytes, alt: str) -> str:
     return f"<img alt='{html.escape(alt)}' style='image-rendering:pixelated' src='data:image/png;base64,{encoded}'>"
 
 
+@functools.cache
+def _bar_png() -> bytes:
+    """The colour bar's gradient (the same for every scale: only its end labels differ)."""
+    return png(colours(np.tile(np.linspace(0, 1, MIN_SIDE), (10, 1))))
+
+
 def colour_bar(lo: float, hi: float) -> str:
-    bar = png(colours(np.tile(np.linspace(0, 1, MIN_SIDE), (10, 1))))
+    bar = _bar_png()
     return (f"<div class='mpinb-colourbar' style='font-size:10px'>{lo:.4g} {_img(bar, 'colour bar')} {hi:.4g}"
             "</div>")
 
