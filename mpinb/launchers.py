@@ -170,24 +170,24 @@ def encrypted(cluster) -> bool:
 
 
 # --------------------------------------------------------------------------- ending a job
-def slurm_steps(name: str) -> list[str]:
-    """Ids (``JOB.STEP``) of this user's running job steps called ``name``."""
+def _squeue_named(name: str, steps: bool) -> list[str]:
+    """Ids of this user's jobs (or, with ``steps``, job steps ``JOB.STEP``) called ``name``."""
     try:
-        out = subprocess.run(["squeue", "--me", "-h", "-s", "-o", "%i %j"], capture_output=True, text=True,
-                             timeout=30).stdout
+        out = subprocess.run(["squeue", "--me", "-h", *(["-s"] if steps else []), "-o", "%i %j"],
+                             capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
-    return [line.split()[0] for line in out.splitlines() if len(line.split()) == 2 and line.split()[1] == name]
+    return [fields[0] for fields in map(str.split, out.splitlines()) if len(fields) == 2 and fields[1] == name]
+
+
+def slurm_steps(name: str) -> list[str]:
+    """Ids (``JOB.STEP``) of this user's running job steps called ``name``."""
+    return _squeue_named(name, steps=True)
 
 
 def slurm_jobs(name: str) -> list[str]:
     """Ids of this user's jobs called ``name``."""
-    try:
-        out = subprocess.run(["squeue", "--me", "-h", "-o", "%i %j"], capture_output=True, text=True,
-                             timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line.split()[0] for line in out.splitlines() if len(line.split()) == 2 and line.split()[1] == name]
+    return _squeue_named(name, steps=False)
 
 
 def queue_state(cluster) -> str:
