@@ -12,9 +12,10 @@ gets the same guarantees from three cheaper mechanisms:
    (XLA keeps it even when its result is unused) and the primitive has a DCE rule that keeps it
    in jaxprs. Neither is a JAX effect, so dispatch stays on the fast path.
 2. **Program order by data dependency.** Every custom call takes one extra operand and returns
-   one extra result, a 1-byte *ordering buffer*. While a block of HLO is lowered, each
-   collective consumes the ordering buffer produced by the previous collective of the same
-   block, so XLA's scheduler and its concurrent thunk executor must run them in program order.
+   one extra result, a 1-byte *ordering buffer*. Each collective consumes the ordering buffer
+   produced by the previous one, so XLA's scheduler and its concurrent thunk executor must run
+   them in program order; mpinb/mpi/ordering.py threads that chain through nested jits, loops,
+   branches and custom-derivative functions.
 3. **No concurrency.** The handlers hold a process-wide mutex while inside MPI (ext/_ffi.pyx),
    so collectives in separate computations (loop bodies, branches) never overlap either.
 
@@ -33,11 +34,8 @@ import numpy as np
 
 from ..optable import OPS
 from . import library
-from .jax_compat import Primitive, ShapedArray, apply_primitive, ir, lowering_scratch, mlir, register_dce_rule
-
-ORDER_DTYPE = np.dtype(np.int8)
-_ORDER_AVAL = ShapedArray((), ORDER_DTYPE)
-_CHAINS_KEY = ("mpinb", "ordering-chains")
+from .jax_compat import Primitive, apply_primitive, ir, mlir, register_dce_rule
+from .ordering import ORDER_AVAL, ORDER_DTYPE, ORDERED, leave_order, take_order
 
 
 def row_major(ndim: int) -> tuple[int, ...]:
@@ -47,22 +45,6 @@ def row_major(ndim: int) -> tuple[int, ...]:
 
 def _tensor_type(shape, dtype) -> ir.Type:
     return ir.RankedTensorType.get(list(shape), mlir.dtype_to_ir_type(np.dtype(dtype)))
-
-
-def _take_order(ctx: mlir.LoweringRuleContext) -> ir.Value:
-    """The ordering buffer left by the previous collective of the current block, or a fresh
-    constant for the first collective of a block."""
-    chains = lowering_scratch(ctx, _CHAINS_KEY)
-    block = ir.InsertionPoint.current.block
-    value = chains.get(block)
-    if value is None:
-        value = mlir.ir_constant(np.array(0, ORDER_DTYPE))
-    return value
-
-
-def _leave_order(ctx: mlir.LoweringRuleContext, value: ir.Value) -> None:
-    chains = lowering_scratch(ctx, _CHAINS_KEY)
-    chains[ir.InsertionPoint.current.block] = value
 
 
 def _ir_attr(value) -> ir.Attribute:
@@ -110,7 +92,7 @@ def make_primitive(
     def lowering(ctx: mlir.LoweringRuleContext, *args: ir.Value, **params):
         library.load()
         passed = list(range(len(args))) if operands_passed is None else list(operands_passed(**params))
-        operands = [args[i] for i in passed] + [_take_order(ctx)]
+        operands = [args[i] for i in passed] + [take_order(ctx, name)]
         layouts = [row_major(len(ctx.avals_in[i].shape)) for i in passed]
         if operand_layouts is not None:
             layouts = operand_layouts([args[i] for i in passed], [ctx.avals_in[i] for i in passed])
@@ -135,12 +117,13 @@ def make_primitive(
             has_side_effect=True,
             operand_output_aliases=alias_map or None,
         )
-        op = build(ctx.replace(avals_in=[ctx.avals_in[i] for i in passed] + [_ORDER_AVAL],
-                               avals_out=[*avals_out, _ORDER_AVAL]), *operands)
+        op = build(ctx.replace(avals_in=[ctx.avals_in[i] for i in passed] + [ORDER_AVAL],
+                               avals_out=[*avals_out, ORDER_AVAL]), *operands)
         results = list(op.results)
-        _leave_order(ctx, results[-1])
+        leave_order(ctx, results[-1])
         return results[:-1]
 
     # Not cacheable: each equation must take the ordering buffer of the one before it.
     mlir.register_lowering(prim, lowering, platform="cpu", cacheable=False)
+    ORDERED.add(prim)
     return prim

@@ -1,0 +1,255 @@
+"""Program order of collectives across nested computations, without a JAX effect.
+
+Every mpinb custom call consumes a 1-byte *ordering buffer* and produces the next one, so XLA
+must run the collectives of one block of HLO in the order the program traced them. A program
+also nests collectives in other computations: a nested ``jax.jit``, ``jax.checkpoint``,
+``custom_jvp``/``custom_vjp`` functions, loop bodies and conditions (``fori_loop``, ``scan``,
+``while_loop``), branches (``cond``, ``switch``). If each nested block started a chain of its
+own, XLA could run two of them in either order once it inlines them, and a rank-dependent
+program (``send`` on rank 0 where rank 1 does ``recv``) would swap messages or hang. So the
+chain is threaded through every nested computation that holds a collective:
+
+- call-like constructs (nested ``jit``, ``closed_call``, ``checkpoint``, ``custom_jvp``,
+  ``custom_vjp``, ``scan`` before it becomes a while loop) are lowered inline, in the caller's
+  block, where the chain simply continues;
+- ``while`` and ``cond`` get the chain as one more loop carry or branch operand and result:
+  their bodies, conditions and branches start from the value passed in (``order_enter``) and
+  hand back the last one (``order_exit``).
+
+Computations without an mpinb collective are lowered exactly as JAX lowers them. A collective
+in a block whose chain mpinb does not know (a construct not listed above, lowered as a function
+of its own) is refused when compiled, with the construct's name, rather than risk a swap.
+No JAX effect is declared, so jitted calls keep JAX's C++ fast dispatch path.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .jax_compat import (
+    ClosedJaxpr,
+    Jaxpr,
+    Primitive,
+    ShapedArray,
+    block_function_name,
+    dce_rule,
+    inline_closed_jaxpr,
+    ir,
+    lowering_rule,
+    lowering_scratch,
+    mlir,
+    nested_primitives,
+    new_eqn,
+    new_var,
+    optimization_barrier,
+    register_dce_rule,
+)
+
+ORDER_DTYPE = np.dtype(np.int8)
+ORDER_AVAL = ShapedArray((), ORDER_DTYPE)
+_CHAINS_KEY = ("mpinb", "ordering-chains")
+_ENTRY_FUNCTION = "main"
+
+# The primitives that take and give the ordering buffer (filled by primitives.make_primitive).
+ORDERED: set[Primitive] = set()
+
+
+# ---------------------------------------------------------------------------------------
+# The chain within one block
+
+
+def take_order(ctx: mlir.LoweringRuleContext, op_name: str = "collective") -> ir.Value:
+    """The ordering buffer left by the previous collective of the current block; for the first
+    collective of the program's entry function, a fresh constant."""
+    block = ir.InsertionPoint.current.block
+    value = lowering_scratch(ctx, _CHAINS_KEY).get(block)
+    if value is not None:
+        return value
+    function = block_function_name(block)
+    if function not in (_ENTRY_FUNCTION, None):
+        raise NotImplementedError(
+            f"mpinb: {op_name} inside a nested computation ({function}) that mpinb cannot order "
+            f"against the other collectives; call it outside that construct"
+        )
+    return mlir.ir_constant(np.array(0, ORDER_DTYPE))
+
+
+def leave_order(ctx: mlir.LoweringRuleContext, value: ir.Value) -> None:
+    """Record ``value`` as the ordering buffer the next collective of this block consumes."""
+    lowering_scratch(ctx, _CHAINS_KEY)[ir.InsertionPoint.current.block] = value
+
+
+# order_enter(o): the chain of the current block starts from o (a loop carry, a branch operand).
+# order_exit() -> o: the chain's last value, handed back to the enclosing block.
+order_enter_p = Primitive("mpinb_order_enter")
+order_enter_p.multiple_results = True
+order_enter_p.def_abstract_eval(lambda o: [])
+register_dce_rule(order_enter_p, lambda used, eqn: ([True], eqn))
+
+order_exit_p = Primitive("mpinb_order_exit")
+order_exit_p.def_abstract_eval(lambda: ORDER_AVAL)
+
+
+def _enter_lowering(ctx, o):
+    leave_order(ctx, o)
+    return []
+
+
+def _exit_lowering(ctx):
+    # Behind an optimization barrier: a loop body without a collective of its own (its loop's
+    # condition has one) would otherwise hand back its input unchanged, and XLA would drop the
+    # loop-invariant carry and let the code after the loop start from the chain before it.
+    return [optimization_barrier(take_order(ctx))]
+
+
+mlir.register_lowering(order_enter_p, _enter_lowering, cacheable=False)
+mlir.register_lowering(order_exit_p, _exit_lowering, cacheable=False)
+ORDERED.update((order_enter_p, order_exit_p))
+
+
+# ---------------------------------------------------------------------------------------
+# Which computations hold a collective
+
+
+def _sub_jaxprs(params: dict):
+    for value in params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(item, Jaxpr):
+                yield item
+            elif isinstance(item, ClosedJaxpr):
+                yield item.jaxpr
+
+
+@functools.lru_cache(maxsize=4096)
+def holds_collective(jaxpr: Jaxpr) -> bool:
+    """Whether ``jaxpr`` or any computation nested in it calls an mpinb collective."""
+    return any(eqn.primitive in ORDERED or any(holds_collective(j) for j in _sub_jaxprs(eqn.params))
+               for eqn in jaxpr.eqns)
+
+
+def _eqn_holds_collective(eqn) -> bool:
+    return any(holds_collective(j) for j in _sub_jaxprs(eqn.params))
+
+
+def _kept(rule):
+    """JAX's dead-code rule of a construct, except that a construct holding a collective is
+    never removed, even when none of its results is used (a loop of sends, a branch that only
+    receives into a discarded value): every rank must take part."""
+    def dce(used_outputs, eqn):
+        used_inputs, new_eqn = rule(used_outputs, eqn)
+        if new_eqn is None and _eqn_holds_collective(eqn):
+            return [True] * len(eqn.invars), eqn
+        return used_inputs, new_eqn
+    return dce
+
+
+def _threaded(closed: ClosedJaxpr, at: int, out: bool) -> ClosedJaxpr:
+    """``closed`` with the chain as input ``at`` (and, if ``out``, as output 0)."""
+    jaxpr = closed.jaxpr
+    o_in = new_var(ORDER_AVAL)
+    eqns = [new_eqn([o_in], [], order_enter_p), *jaxpr.eqns]
+    outvars = list(jaxpr.outvars)
+    if out:
+        o_out = new_var(ORDER_AVAL)
+        eqns.append(new_eqn([], [o_out], order_exit_p))
+        outvars.insert(0, o_out)
+    invars = list(jaxpr.invars)
+    invars.insert(at, o_in)
+    return ClosedJaxpr(jaxpr.replace(invars=invars, outvars=outvars, eqns=eqns), closed.consts)
+
+
+def _call(rule, ctx, args, avals_in, avals_out, **params):
+    """Apply JAX's ``rule`` with changed operands; keep the token effects it produced."""
+    inner = ctx.replace(avals_in=avals_in, avals_out=avals_out)
+    outs = rule(inner, *args, **params)
+    if inner.tokens_out is not None:
+        ctx.set_tokens_out(inner.tokens_out)
+    return outs
+
+
+# ---------------------------------------------------------------------------------------
+# The lowering rules that thread the chain
+
+
+def _inlined(rule, jaxpr_param: str):
+    """A call-like construct: lowered inline in the caller's block when it holds a collective."""
+    def lowering(ctx, *args, **params):
+        jaxpr = params[jaxpr_param]
+        if holds_collective(jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr):
+            if isinstance(jaxpr, Jaxpr):
+                jaxpr = ClosedJaxpr(jaxpr, ())
+            return inline_closed_jaxpr(ctx, jaxpr, *args)
+        return rule(ctx, *args, **params)
+    return lowering
+
+
+def _uncached(rule, jaxpr_param: str):
+    """A construct whose own rule already lowers in place: only never cached as a function."""
+    del jaxpr_param
+    return lambda ctx, *args, **params: rule(ctx, *args, **params)
+
+
+def _while(rule, jaxpr_param: str):
+    def lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, **params):
+        if not (holds_collective(cond_jaxpr.jaxpr) or holds_collective(body_jaxpr.jaxpr)):
+            return rule(ctx, *args, cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr,
+                        cond_nconsts=cond_nconsts, body_nconsts=body_nconsts, **params)
+        n = cond_nconsts + body_nconsts
+        outs = _call(
+            rule, ctx, [*args[:n], take_order(ctx, "while loop"), *args[n:]],
+            [*ctx.avals_in[:n], ORDER_AVAL, *ctx.avals_in[n:]], [ORDER_AVAL, *ctx.avals_out],
+            cond_jaxpr=_threaded(cond_jaxpr, cond_nconsts, out=False),
+            body_jaxpr=_threaded(body_jaxpr, body_nconsts, out=True),
+            cond_nconsts=cond_nconsts, body_nconsts=body_nconsts, **params)
+        leave_order(ctx, outs[0])
+        return outs[1:]
+    del jaxpr_param
+    return lowering
+
+
+def _cond(rule, jaxpr_param: str):
+    def lowering(ctx, index, *args, branches, **params):
+        if not any(holds_collective(b.jaxpr) for b in branches):
+            return rule(ctx, index, *args, branches=branches, **params)
+        outs = _call(
+            rule, ctx, [index, take_order(ctx, "cond"), *args],
+            [ctx.avals_in[0], ORDER_AVAL, *ctx.avals_in[1:]], [ORDER_AVAL, *ctx.avals_out],
+            branches=tuple(_threaded(b, 0, out=True) for b in branches), **params)
+        leave_order(ctx, outs[0])
+        return outs[1:]
+    del jaxpr_param
+    return lowering
+
+
+# construct (its primitive in jax.extend.core.primitives) -> (how its rule is wrapped, the
+# parameter holding its computation)
+THREADING = {
+    "jit_p": (_inlined, "jaxpr"),
+    "pjit_p": (_inlined, "jaxpr"),  # the name of jit_p before JAX 0.7
+    "closed_call_p": (_inlined, "call_jaxpr"),
+    "call_p": (_inlined, "call_jaxpr"),
+    "remat_p": (_uncached, "jaxpr"),
+    "custom_jvp_call_p": (_uncached, "call_jaxpr"),
+    "custom_vjp_call_p": (_uncached, "call_jaxpr"),
+    "scan_p": (_uncached, "jaxpr"),
+    "while_p": (_while, "body_jaxpr"),
+    "cond_p": (_cond, "branches"),
+}
+
+
+def install() -> None:
+    """Wrap JAX's lowering and dead-code rules of the nested constructs (once per process)."""
+    for name, prim in nested_primitives(THREADING).items():
+        rule = lowering_rule(prim)
+        if getattr(rule, "_mpinb_threaded", False):
+            continue
+        wrap, param = THREADING[name]
+        threaded = wrap(rule, param)
+        threaded._mpinb_threaded = True
+        mlir.register_lowering(prim, threaded, cacheable=False)
+        register_dce_rule(prim, _kept(dce_rule(prim)))
+
+
+install()
