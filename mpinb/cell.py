@@ -234,7 +234,7 @@ class CellRun:
         self.first_failure: float | None = None
         self.dead: dict[int, str] = {}
         self.taken_down: set[int] = set()          # dead ranks the MPI launcher ended after another's death
-        self.last_liveness = 0.0
+        self.last_liveness: float | None = None  # never checked yet
 
     def run(self) -> CellResult:
         """Run every phase in turn and return the cell's result."""
@@ -328,10 +328,14 @@ class CellRun:
             self._note_first_failure(now)
             if self.first_failure is not None and now - self.first_failure > self.grace:
                 return  # fail fast: the others had their grace period
-            if now - self.last_liveness > self.LIVENESS_INTERVAL and self._only_dead_left(now):
+            if self._liveness_due(now) and self._only_dead_left(now):
                 return
             self._wait_a_little()
             self.pump_output()
+
+    def _liveness_due(self, now: float) -> bool:
+        """Whether the engines' liveness was never checked, or not for ``LIVENESS_INTERVAL``."""
+        return self.last_liveness is None or now - self.last_liveness > self.LIVENESS_INTERVAL
 
     def _out_of_time(self, now: float) -> bool:
         """Whether the timeout (if any) has passed."""

@@ -335,7 +335,7 @@ class LiveOutput:
         self.pending: dict[tuple[int, str], str] = {}   # (rank, stream) -> text not yet sent
         self.lines: dict[int, int] = dict.fromkeys(self.ranks, 0)
         self.cut: set[int] = set()
-        self.last_flush = 0.0
+        self.last_flush: float | None = None  # never: the first text goes out at once
         if self.use_widgets:
             import ipywidgets as w
             from IPython.display import display
@@ -370,7 +370,7 @@ class LiveOutput:
         """Send what is held if the interval is up."""
         import time
 
-        if self.pending and time.monotonic() - self.last_flush >= self.interval:
+        if self.pending and (self.last_flush is None or time.monotonic() - self.last_flush >= self.interval):
             self.flush()
 
     def _send(self, rank: int, stream: str, text: str) -> None:

@@ -226,6 +226,20 @@ def test_live_output_is_throttled_and_capped(capsys):
         "[stdout:0] ... (rank 0: more output, shown when the cell ends)", "[stderr:1] warn"]
 
 
+def test_live_output_first_text_goes_out_at_once_on_a_freshly_booted_machine(capsys, monkeypatch):
+    """time.monotonic() counts from boot: a machine up for 2 s must not hold the first line back
+    for an interval measured from boot."""
+    import time
+
+    monkeypatch.setattr(time, "monotonic", lambda: 2.0)
+    live = display.LiveOutput([0], use_widgets=False, interval=60)
+    live(0, "stdout", "first\n")
+    live(0, "stdout", "second\n")
+    assert capsys.readouterr().out == "[stdout:0] first\n"  # the second waits for the interval
+    live.close()
+    assert capsys.readouterr().out == "[stdout:0] second\n"
+
+
 def test_live_output_sends_held_lines_when_due_and_never_splits_a_line(capsys):
     live = display.LiveOutput([0], use_widgets=False, interval=0.05)
     live(0, "stdout", "before the allreduce\nhal")
