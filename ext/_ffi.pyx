@@ -22,11 +22,12 @@ from libc.stdlib cimport malloc, free
 from cpython.pycapsule cimport PyCapsule_New
 
 from mpi4py.libmpi cimport (
-    MPI_Comm, MPI_Op, MPI_Datatype, MPI_Status, MPI_SUCCESS, MPI_IN_PLACE, MPI_STATUS_IGNORE,
+    MPI_Comm, MPI_Op, MPI_Datatype, MPI_Status, MPI_SUCCESS, MPI_IN_PLACE,
     MPI_ANY_SOURCE, MPI_PROC_NULL, MPI_MAX_ERROR_STRING, MPI_MAX_LIBRARY_VERSION_STRING,
     MPI_COMM_WORLD, MPI_C_BOOL, MPI_INT8_T, MPI_INT16_T, MPI_INT32_T, MPI_INT64_T, MPI_UINT8_T,
     MPI_UINT16_T, MPI_UINT32_T, MPI_UINT64_T, MPI_FLOAT, MPI_DOUBLE, MPI_C_FLOAT_COMPLEX,
-    MPI_C_DOUBLE_COMPLEX, MPI_Comm_rank, MPI_Comm_size, MPI_Error_string, MPI_Wtime,
+    MPI_C_DOUBLE_COMPLEX, MPI_Comm_rank, MPI_Comm_size, MPI_Error_string, MPI_Error_class,
+    MPI_ERR_TRUNCATE, MPI_Get_count, MPI_UNDEFINED, MPI_Wtime,
     MPI_Get_library_version, MPI_Initialized, MPI_Allreduce, MPI_Alltoall, MPI_Alltoallv,
     MPI_Allgather, MPI_Allgatherv, MPI_Bcast, MPI_Reduce, MPI_Gather, MPI_Scatter, MPI_Scan,
     MPI_Send, MPI_Recv, MPI_Sendrecv, MPI_Barrier, MPI_Reduce_scatter_block,
@@ -162,7 +163,8 @@ cdef XLA_FFI_Error* finish(Call* c, int rc, const char* mpi_fn) noexcept nogil:
     cdef double dt = 0.0
     cdef char estr[MPI_MAX_ERROR_STRING + 1]
     cdef int elen = 0
-    cdef char what[MPI_MAX_ERROR_STRING + 100]
+    cdef char what[MPI_MAX_ERROR_STRING + 300]
+    cdef int eclass = 0
     cdef Event* ev
     if c.locked:
         dt = MPI_Wtime() - c.t0
@@ -188,10 +190,34 @@ cdef XLA_FFI_Error* finish(Call* c, int rc, const char* mpi_fn) noexcept nogil:
         if MPI_Error_string(rc, estr, &elen) != MPI_SUCCESS:
             elen = 0
         estr[elen] = 0
-        snprintf(what, sizeof(what), b"%s failed: %s (MPI error code %d)", mpi_fn, estr, rc)
+        if MPI_Error_class(rc, &eclass) == MPI_SUCCESS and eclass == MPI_ERR_TRUNCATE:
+            # The usual cause under jax.vmap: the sender sends a batch, the receiver's template
+            # is not batched (JAX batches a primitive only when an operand is).
+            snprintf(what, sizeof(what), b"%s failed: %s (MPI error code %d): the message is larger "
+                     b"than the receive buffer; under jax.vmap, a receive whose template is not "
+                     b"batched receives one element, not the batch", mpi_fn, estr, rc)
+        else:
+            snprintf(what, sizeof(what), b"%s failed: %s (MPI error code %d)", mpi_fn, estr, rc)
         fail(c, XLA_FFI_Error_Code_INTERNAL, what)
     if c.err != NULL:
         g_errors += 1
+    return c.err
+
+
+cdef XLA_FFI_Error* check_received(Call* c, MPI_Status* status, MPI_Datatype t, int expected) noexcept nogil:
+    """A message shorter than the receive buffer would leave part of the result undefined: an
+    error naming both sizes (the usual cause: a vmapped receive, a sender not vmapped)."""
+    global g_errors
+    cdef int got = 0
+    cdef char what[200]
+    if c.err != NULL or c.source == MPI_PROC_NULL:
+        return c.err
+    if MPI_Get_count(status, t, &got) != MPI_SUCCESS or got == MPI_UNDEFINED or got == expected:
+        return c.err
+    snprintf(what, sizeof(what), b"received %d elements from rank %d, but the receive buffer holds %d; "
+             b"the sender's array must have the receiver's shape", got, status.MPI_SOURCE, expected)
+    fail(c, XLA_FFI_Error_Code_INVALID_ARGUMENT, what)
+    g_errors += 1
     return c.err
 
 

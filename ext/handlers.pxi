@@ -222,15 +222,16 @@ cdef XLA_FFI_Error* h_recv(XLA_FFI_CallFrame* f) noexcept nogil:
         return c.err
     if mpi_type(&c, y, False, &t, &w) or int_count(&c, nelems(y), &n):
         return c.err
+    cdef MPI_Status own
     cdef MPI_Status* status = <MPI_Status*><intptr_t>c.status_addr
     if status == NULL:
-        status = MPI_STATUS_IGNORE
+        status = &own
     if c.source == MPI_PROC_NULL:
         memset(y.data, 0, n * w)  # nothing arrives: a defined result, not stale memory
     if enter(&c, n * w, <int>c.source, NULL, CHECK_NONE, -1):
         return finish(&c, MPI_SUCCESS, NULL)
-    return finish(&c, MPI_Recv(y.data, n, t, <int>c.source, <int>c.tag, c.comm, status),
-                  b"MPI_Recv")
+    finish(&c, MPI_Recv(y.data, n, t, <int>c.source, <int>c.tag, c.comm, status), b"MPI_Recv")
+    return check_received(&c, status, t, n)
 
 
 cdef XLA_FFI_Error* h_sendrecv(XLA_FFI_CallFrame* f) noexcept nogil:
@@ -248,16 +249,17 @@ cdef XLA_FFI_Error* h_sendrecv(XLA_FFI_CallFrame* f) noexcept nogil:
         return c.err
     if mpi_type(&c, y, False, &tr, &wr) or int_count(&c, nelems(y), &nr):
         return c.err
+    cdef MPI_Status own
     cdef MPI_Status* status = <MPI_Status*><intptr_t>c.status_addr
     if status == NULL:
-        status = MPI_STATUS_IGNORE
+        status = &own
     if c.source == MPI_PROC_NULL:
         memset(y.data, 0, nr * wr)
     if enter(&c, ns * ws + nr * wr, <int>c.dest, NULL, CHECK_NONE, -1):
         return finish(&c, MPI_SUCCESS, NULL)
-    return finish(&c, MPI_Sendrecv(x.data, ns, ts, <int>c.dest, <int>c.sendtag,
-                                   y.data, nr, tr, <int>c.source, <int>c.recvtag,
-                                   c.comm, status), b"MPI_Sendrecv")
+    finish(&c, MPI_Sendrecv(x.data, ns, ts, <int>c.dest, <int>c.sendtag, y.data, nr, tr,
+                            <int>c.source, <int>c.recvtag, c.comm, status), b"MPI_Sendrecv")
+    return check_received(&c, status, tr, nr)
 
 
 cdef XLA_FFI_Error* h_barrier(XLA_FFI_CallFrame* f) noexcept nogil:

@@ -14,7 +14,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import validation as v
-from .jax_compat import Primitive, ShapedArray, ad, batching, mlir
+from .jax_compat import Primitive, ShapedArray, ad, batched_like_vmap, batching, mlir
 from .primitives import make_primitive
 
 # ---------------------------------------------------------------------------------------
@@ -455,9 +455,11 @@ def send(x, dest, *, tag=0, comm=None):
 def recv(x, source=MPI.ANY_SOURCE, *, tag=MPI.ANY_TAG, comm=None, status=None):
     """Receive an array shaped like ``x`` from ``source`` (a new array; ``x``'s data is unused).
 
-    ``status``, an ``mpi4py.MPI.Status``, is filled in when the receive executes.
+    ``status``, an ``mpi4py.MPI.Status``, is filled in when the receive executes. Under
+    ``jax.vmap`` the receive is batched even when ``x`` is not (``jnp.zeros_like`` of a batched
+    value is not): it receives the batch a vmapped ``send`` sends.
     """
-    x = v.as_array("recv", x)
+    x = batched_like_vmap(v.as_array("recv", x), lambda t, n: jnp.broadcast_to(t, (n, *jnp.shape(t))))
     _, c = v.resolve_comm("recv", comm)
     return recv_p.bind(
         x,

@@ -30,6 +30,7 @@ from jax._src import core as _core
 from jax._src.custom_derivatives import _custom_jvp_vjp_call_lowering
 from jax._src.dispatch import apply_primitive
 from jax._src.interpreters import partial_eval as _pe_src
+from jax._src.interpreters.batching import BatchTrace, BatchTracer
 from jax._src.lib.mlir import ir
 from jax._src.lib.mlir.dialects import hlo
 from jax.core import ShapedArray, Tracer
@@ -46,6 +47,7 @@ __all__ = [
     "Tracer",
     "ad",
     "apply_primitive",
+    "batched_like_vmap",
     "batching",
     "block_function_name",
     "dce_rule",
@@ -115,3 +117,15 @@ def block_function_name(block: ir.Block) -> str | None:
 def optimization_barrier(value: ir.Value) -> ir.Value:
     """``value`` through an optimization barrier: XLA cannot see that it is the input."""
     return hlo.OptimizationBarrierOp([value]).results[0]
+
+
+def batched_like_vmap(x, broadcast):
+    """Under ``jax.vmap``, ``x`` as a value batched along the innermost vmap's axis: unchanged if
+    it already is, else ``broadcast(x, size)`` (computed outside that vmap) marked as batched
+    along axis 0. Outside any vmap, ``x`` unchanged."""
+    trace = _core.trace_ctx.trace
+    if not isinstance(trace, BatchTrace) or (isinstance(x, BatchTracer) and x._trace is trace):
+        return x
+    with _core.set_current_trace(trace.parent_trace):
+        value = broadcast(x, trace.axis_data.size)
+    return BatchTracer(trace, value, 0)

@@ -142,6 +142,10 @@ def resolve_op(opname: str, op, dtype) -> OpRef:
 def as_array(op: str, x, label: str = "x"):
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{op}: {label} must be an array or scalar, got {type(x).__name__}")
+    if isinstance(x, dict) or (not isinstance(x, (list, tuple)) and not jax.tree_util.treedef_is_leaf(
+            jax.tree_util.tree_structure(x))):
+        raise TypeError(f"{op}: {label} must be an array, got a {type(x).__name__} (a pytree); apply "
+                        f"{op} to each leaf, e.g. jax.tree.map(lambda a: mpi.{op}(a, ...), tree)")
     try:
         arr = x if isinstance(x, jax.Array) else jnp.asarray(x)
     except TypeError as exc:
@@ -207,10 +211,18 @@ def counts_arg(op: str, label: str, counts, comm: CommRef) -> tuple[int, ...]:
     return values
 
 
+# Every MPI.Status a receive was given, by address: a compiled receive writes into its status
+# each time it runs, also after the caller dropped the object (recv(..., status=MPI.Status())),
+# so the object must live as long as the process.
+_STATUSES: dict[int, MPI.Status] = {}
+
+
 def status_arg(op: str, status) -> int:
-    """Address of an MPI.Status to fill in, or 0."""
+    """Address of an MPI.Status to fill in (kept alive for the process's lifetime), or 0."""
     if status is None:
         return 0
     if not isinstance(status, MPI.Status):
         raise TypeError(f"{op}: status must be an mpi4py.MPI.Status or None, got {type(status).__name__}")
-    return int(MPI._addressof(status))
+    address = int(MPI._addressof(status))
+    _STATUSES[address] = status
+    return address

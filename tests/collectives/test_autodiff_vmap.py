@@ -1,5 +1,7 @@
 """grad / jvp / vjp and vmap of the collectives, checked against the linear maps they are."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -170,3 +172,58 @@ def test_vmap_reduce_scatter_allgatherv(world):
     counts = [1] * size
     got = jax.vmap(lambda a: mpi.allgatherv(a, counts))(make((2, 1, 3), np.float64, rank))
     assert_same(got, np.concatenate([make((2, 1, 3), np.float64, r) for r in range(size)], axis=1))
+
+
+def _pair(rank, size):
+    p = rank ^ 1
+    return p if p < size else MPI.PROC_NULL
+
+
+def test_vmap_recv_with_a_batched_template_receives_the_batch(world):
+    rank, size = world
+    peer = _pair(rank, size)
+    xs = make((4, 3), np.float64, rank)
+
+    def exchange(a):
+        if rank < peer or peer == MPI.PROC_NULL:
+            mpi.send(a, peer)
+            return mpi.recv(jnp.zeros_like(a), peer)
+        got = mpi.recv(jnp.zeros_like(a), peer)
+        mpi.send(a, peer)
+        return got
+
+    got = jax.jit(jax.vmap(exchange))(xs)
+    assert_same(got, np.zeros((4, 3)) if peer == MPI.PROC_NULL else make((4, 3), np.float64, peer))
+
+
+def test_vmap_recv_with_an_unbatched_template_receives_the_batch_too(world):
+    """``jnp.zeros_like`` of a batched value, or a template from outside, is not batched under
+    vmap; the receive is batched all the same, so it takes the batch a vmapped send sends."""
+    rank, size = world
+    peer = _pair(rank, size)
+    template = jnp.zeros(3)
+    if peer == MPI.PROC_NULL:
+        got = jax.vmap(lambda a: a + mpi.recv(template, peer))(make((4, 3), np.float64, rank))
+        assert_same(got, make((4, 3), np.float64, rank))
+        return
+    if rank < peer:
+        jax.jit(jax.vmap(lambda a: mpi.send(a, peer)))(make((4, 3), np.float64, rank))
+        return
+    got = jax.jit(jax.vmap(lambda a: a - mpi.recv(template, peer)))(make((4, 3), np.float64, rank))
+    assert_same(got, make((4, 3), np.float64, rank) - make((4, 3), np.float64, peer))
+
+
+def test_a_message_shorter_than_the_receive_buffer_is_an_error(world):
+    """A vmapped receive from a sender that is not vmapped: one element arrives where the batch
+    was expected. MPI accepts the short message; mpinb says so instead of returning garbage."""
+    rank, size = world
+    peer = _pair(rank, size)
+    if peer == MPI.PROC_NULL:
+        return  # nothing arrives from MPI.PROC_NULL
+    if rank < peer:
+        mpi.send(make((3,), np.float64, rank), peer)
+        return
+    f = jax.jit(jax.vmap(lambda a: a + mpi.recv(jnp.zeros(3), peer)))
+    with pytest.raises(Exception, match=re.escape(
+            f"rank {rank}: received 3 elements from rank {peer}, but the receive buffer holds 12")):
+        f(make((4, 3), np.float64, rank)).block_until_ready()

@@ -110,3 +110,31 @@ def test_truncated_receive_is_a_python_exception_naming_op_and_rank(world):
     assert "JaxRuntimeError" in type(info.value).__name__ or "XlaRuntimeError" in type(info.value).__name__
     # the library is still usable afterwards
     assert int(mpi.allreduce(jnp.int32(1), MPI.SUM)) == world[1]
+
+
+def test_pytrees_are_refused_with_the_way_to_map_them(world):
+    with pytest.raises(TypeError, match=re.escape("allreduce: x must be an array, got a dict (a pytree)")):
+        mpi.allreduce({"a": jnp.ones(2)}, MPI.SUM)
+    with pytest.raises(TypeError, match=re.escape("jax.tree.map(lambda a: mpi.bcast(a, ...), tree)")):
+        mpi.bcast({"a": jnp.ones(2), "b": jnp.zeros(1)}, 0)
+
+
+def test_a_status_dropped_by_the_caller_stays_alive_for_the_compiled_receive(world):
+    """recv(..., status=MPI.Status()): the compiled receive writes into that status every time it
+    runs, so mpinb keeps the object alive (freed memory written into crashed the process)."""
+    import gc
+    import weakref
+
+    made = []
+
+    def fresh_status():
+        status = MPI.Status()
+        made.append(weakref.ref(status))
+        return status
+
+    f = jax.jit(lambda x: mpi.recv(x, MPI.PROC_NULL, status=fresh_status()))
+    f(jnp.zeros(2)).block_until_ready()
+    gc.collect()
+    assert len(made) == 1 and made[0]() is not None
+    f(jnp.ones(2)).block_until_ready()
+    assert made[0]().Get_source() == MPI.PROC_NULL
