@@ -22,7 +22,7 @@ from libc.stdlib cimport malloc, free
 from cpython.pycapsule cimport PyCapsule_New
 
 from mpi4py.libmpi cimport (
-    MPI_Comm, MPI_Op, MPI_Datatype, MPI_Status, MPI_SUCCESS, MPI_IN_PLACE,
+    MPI_Comm, MPI_Op, MPI_Datatype, MPI_Status, MPI_SUCCESS, MPI_IN_PLACE, MPI_STATUS_IGNORE, MPI_Comm_dup, MPI_Comm_free,
     MPI_ANY_SOURCE, MPI_PROC_NULL, MPI_MAX_ERROR_STRING, MPI_MAX_LIBRARY_VERSION_STRING,
     MPI_COMM_WORLD, MPI_C_BOOL, MPI_INT8_T, MPI_INT16_T, MPI_INT32_T, MPI_INT64_T, MPI_UINT8_T,
     MPI_UINT16_T, MPI_UINT32_T, MPI_UINT64_T, MPI_FLOAT, MPI_DOUBLE, MPI_C_FLOAT_COMPLEX,
@@ -226,6 +226,7 @@ cdef inline void* send_ptr(const XLA_FFI_Buffer* x, const XLA_FFI_Buffer* y) noe
     return MPI_IN_PLACE if x.data == y.data else x.data
 
 
+include "in_place.pxi"
 include "handlers.pxi"
 
 
@@ -267,6 +268,10 @@ def initialize():
         MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN,
                                <MPI_Comm_delete_attr_function*>_free_counter,
                                &g_counter_keyval, NULL)
+    if g_shadow_keyval == MPI_KEYVAL_INVALID:
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN,
+                               <MPI_Comm_delete_attr_function*>_free_shadow,
+                               &g_shadow_keyval, NULL)
 
 
 def set_participants(ranks):

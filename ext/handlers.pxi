@@ -52,7 +52,9 @@ cdef XLA_FFI_Error* h_alltoall(XLA_FFI_CallFrame* f) noexcept nogil:
         return c.err
     if enter(&c, nelems(x) * w, -1, x, CHECK_SHAPE, -1):
         return finish(&c, MPI_SUCCESS, NULL)
-    return finish(&c, MPI_Alltoall(send_ptr(x, y), n, t, y.data, n, t, c.comm), b"MPI_Alltoall")
+    if x.data == y.data:  # XLA aliased the result onto the operand (ext/in_place.pxi)
+        return finish(&c, alltoall_in_place(&c, <char*>y.data, n, t, w), b"MPI_Sendrecv")
+    return finish(&c, MPI_Alltoall(x.data, n, t, y.data, n, t, c.comm), b"MPI_Alltoall")
 
 
 cdef XLA_FFI_Error* h_allgather(XLA_FFI_CallFrame* f) noexcept nogil:

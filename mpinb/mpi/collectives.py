@@ -168,7 +168,11 @@ def _alltoall_abstract(x, *, comm):
     return _aval(x.shape, x.dtype)
 
 
-alltoall_p = make_primitive("alltoall", _alltoall_abstract, lambda *, comm: {"comm": comm.handle})
+# In a loop body the result shares the carry's buffer from 64 KiB on (ext/in_place.pxi): the
+# carry is not copied each iteration. Outside loops the operand usually lives on (an argument,
+# a value used again), and sharing would make XLA copy it first: out of place there.
+alltoall_p = make_primitive("alltoall", _alltoall_abstract, lambda *, comm: {"comm": comm.handle},
+                            loop_alias_min_bytes=64 << 10)
 _linear(alltoall_p, lambda ct, x, *, comm: [alltoall_p.bind(_instantiate(ct), comm=comm)])
 
 

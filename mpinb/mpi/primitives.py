@@ -47,6 +47,16 @@ def _tensor_type(shape, dtype) -> ir.Type:
     return ir.RankedTensorType.get(list(shape), mlir.dtype_to_ir_type(np.dtype(dtype)))
 
 
+def _in_loop_body() -> bool:
+    """Whether the current block is the body (or condition) of a while loop."""
+    owner = ir.InsertionPoint.current.block.owner
+    return owner is not None and owner.name == "stablehlo.while"
+
+
+def _nbytes(aval) -> int:
+    return int(np.prod(aval.shape, dtype=np.int64)) * np.dtype(aval.dtype).itemsize
+
+
 def _ir_attr(value) -> ir.Attribute:
     if isinstance(value, (tuple, list, np.ndarray)):
         return mlir.ir_attribute(np.asarray(value, dtype=np.int64))
@@ -66,6 +76,7 @@ def make_primitive(
     multiple_results: bool = False,
     operands_passed: Callable[..., Sequence[int]] | None = None,
     aliases: Callable[..., dict[int, int]] | None = None,
+    loop_alias_min_bytes: int | None = None,
     operand_layouts: Callable[..., Sequence[Sequence[int]] | None] | None = None,
 ) -> Primitive:
     """Define primitive ``mpinb_<name>`` lowered to the FFI target ``mpinb_<name>``; ``name`` is
@@ -76,6 +87,8 @@ def make_primitive(
     operands_passed(**params) -> indices of the primitive's operands given to the handler
         (default: all); the others only determine shapes.
     aliases(**params) -> {operand index: result index} buffers XLA may share.
+    loop_alias_min_bytes: inside a loop body, operand 0 and result 0 may share their buffer
+        when the operand has at least this many bytes (the loop carry is then not copied).
     operand_layouts(args, avals) -> minor-to-major layouts of the passed operands, or None for no
         layout constraints at all. Only mpinb.teaching overrides the row-major default, to
         reproduce the seed bug on purpose.
@@ -105,6 +118,8 @@ def make_primitive(
         alias_map = {}
         if aliases is not None:
             alias_map = {passed.index(i): o for i, o in aliases(**params).items()}
+        elif loop_alias_min_bytes is not None and _in_loop_body() and _nbytes(ctx.avals_in[0]) >= loop_alias_min_bytes:
+            alias_map = {0: 0}
         attrs = attributes(**params)
         if sorted(attrs) != sorted(OPS[name]):  # the handler would refuse it: say where
             raise TypeError(f"mpinb_{name}: lowered with attributes {sorted(attrs)}, but its handler "

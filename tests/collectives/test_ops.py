@@ -263,3 +263,20 @@ def test_allreduce_in_place_keeps_a_live_operand_and_reuses_a_donated_one(world)
     y = jnp.asarray(make((1024,), np.float64, rank))
     assert_same(donated(y), want)
     assert "mpinb_allreduce" in donated.lower(x).compile().as_text()
+
+
+@pytest.mark.parametrize("iterations", [1, 3])
+def test_alltoall_in_a_loop_shares_the_carry_buffer(world, iterations):
+    """Inside a loop body a large alltoall writes its result into the carry's own buffer
+    (ext/in_place.pxi: pairwise exchange through a scratch buffer): same result as out of place."""
+    rank, size = world
+    shape = (size, 3, 4096)  # 96 KiB per rank's row block: above the in-place threshold
+    x = make(shape, np.float64, rank)
+    f = jax.jit(lambda a: jax.lax.fori_loop(0, iterations, lambda i, c: mpi.alltoall(c) + i, a))
+    text = f.lower(x).compile().as_text()
+    assert "output_to_operand_aliasing" in next(line for line in text.splitlines() if "mpinb_alltoall" in line
+                                                and "custom-call(" in line)
+    want = np.stack([make(shape, np.float64, r) for r in range(size)])  # want[r] = rank r's input
+    for i in range(iterations):  # block s of rank r after one step: block r of rank s, plus i
+        want = np.swapaxes(want, 0, 1) + i
+    assert_same(f(x), want[rank])
