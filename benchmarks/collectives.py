@@ -3,12 +3,16 @@ preallocated NumPy buffers, same run), mpinb in checked mode (the cost of the ag
 exchange), and mpi4jax when it is importable.
 
     mpiexec -n 2 python benchmarks/collectives.py [--sizes 16,65536,1048576,16777216] [--seconds 0.3]
+                                                  [--warm-up SECONDS]
 
 Each cell is the median over 5 rounds of (time for a batch of calls) / (calls in the batch); the
 rounds interleave the columns (raw, mpinb, checked, mpi4jax), so drift of the machine affects all
 alike. The raw baseline reuses preallocated NumPy buffers that earlier calls already touched.
 Ranks are synchronised with a barrier before every batch and rank 0 reports the slowest rank's
-time. Two ranks on two cores is the intended setting (more ranks are oversubscribed here).
+time. ``--warm-up S`` first runs S seconds of other work, as a long notebook session does before
+a measurement: jitted collectives of random shapes (new compiled programs, new XLA buffers) and
+NumPy arrays of random sizes allocated and dropped (a fragmented heap and page cache).
+Two ranks on two cores is the intended setting (more ranks are oversubscribed here).
 """
 
 from __future__ import annotations
@@ -122,6 +126,24 @@ def noop(nbytes: int):
     return lambda: f(x).block_until_ready()
 
 
+def warm_up(seconds: float) -> int:
+    """Other work for ``seconds`` (the same number of steps on every rank); returns the steps."""
+    rng = np.random.default_rng(RANK)
+    shared = np.random.default_rng(0)  # shapes every rank agrees on
+    kept, steps = [], 0
+    end = COMM.bcast(time.perf_counter() + seconds, root=0)
+    while COMM.allreduce(time.perf_counter() < end, op=MPI.LAND):
+        rows = int(shared.integers(1, 2048))
+        a = jnp.ones((SIZE, rows, int(shared.integers(1, 512))), jnp.float32)
+        jax.jit(lambda v, k=steps: mpinb_mpi.alltoall(v) * k)(a).block_until_ready()
+        jax.jit(lambda v: mpinb_mpi.allreduce(v, op=MPI.SUM))(a[0]).block_until_ready()
+        kept.append(np.ones(int(rng.integers(1, 8 << 20)), np.uint8))
+        if len(kept) > 8:
+            kept.pop(int(rng.integers(0, len(kept))))
+        steps += 1
+    return steps
+
+
 def human(nbytes: int) -> str:
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if nbytes >= scale:
@@ -138,8 +160,11 @@ def main(argv=None):
     parser.add_argument("--sizes", default="16,65536,1048576,16777216", help="message sizes in bytes")
     parser.add_argument("--seconds", type=float, default=0.3, help="target duration of one batch")
     parser.add_argument("--reps", type=int, default=5, help="batches per cell (median)")
+    parser.add_argument("--warm-up", type=float, default=0.0, metavar="SECONDS",
+                        help="run other collectives and allocations this long before measuring")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
+    steps = warm_up(args.warm_up) if args.warm_up > 0 else 0
 
     rows = []
     for op in ("alltoall", "allreduce"):
@@ -160,7 +185,9 @@ def main(argv=None):
     version = getattr(mpi4jax, "__version__", None)
     print(f"\n{SIZE} ranks, {MPI.Get_library_version().splitlines()[0].strip()}, jax {jax.__version__}"
           f", mpi4jax {version or 'not installed'}")
-    print(f"jitted no-op (dispatch floor): {floor * 1e6:.1f} us per call\n")
+    print(f"jitted no-op (dispatch floor): {floor * 1e6:.1f} us per call")
+    print(f"warm-up: {args.warm_up:g} s ({steps} steps of other collectives and allocations); "
+          f"huge pages: {mpinb_mpi.library.load().huge_pages()}\n")
     head = (f"{'op':<10} {'size':>8} | {'raw us':>9} {'mpinb us':>9} {'checked us':>10} {'in loop us':>10} "
             f"{'mpi4jax us':>10} | {'mpinb/raw':>9} {'checked/mpinb':>13} {'loop/raw':>8} {'mpi4jax/raw':>11} "
             f"{'mpinb/mpi4jax':>13}")
