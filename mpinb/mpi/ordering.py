@@ -24,7 +24,7 @@ No JAX effect is declared, so jitted calls keep JAX's C++ fast dispatch path.
 
 from __future__ import annotations
 
-import functools
+import weakref
 
 import numpy as np
 
@@ -122,11 +122,17 @@ def _sub_jaxprs(params: dict):
                 yield item.jaxpr
 
 
-@functools.lru_cache(maxsize=4096)
+_HOLDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # jaxpr -> answer, while it lives
+
+
 def holds_collective(jaxpr: Jaxpr) -> bool:
     """Whether ``jaxpr`` or any computation nested in it calls an mpinb collective."""
-    return any(eqn.primitive in ORDERED or any(holds_collective(j) for j in _sub_jaxprs(eqn.params))
-               for eqn in jaxpr.eqns)
+    answer = _HOLDS.get(jaxpr)
+    if answer is None:
+        answer = _HOLDS[jaxpr] = any(
+            eqn.primitive in ORDERED or any(holds_collective(j) for j in _sub_jaxprs(eqn.params))
+            for eqn in jaxpr.eqns)
+    return answer
 
 
 def _eqn_holds_collective(eqn) -> bool:
