@@ -105,12 +105,17 @@ def new_eqn(invars, outvars, prim: Primitive, params: dict | None = None):
 
 
 def block_function_name(block: ir.Block) -> str | None:
-    """The name of the function an MLIR block belongs to (None outside a function)."""
+    """The name of the function an MLIR block belongs to; for a block of an operation not yet
+    placed in a function (shard_map's body while it is built), that operation's name."""
     op = block.owner
     while op is not None:
+        op = op.operation  # an OpView's .name is its symbol, the Operation's is its kind
         if op.name == "func.func":
             return ir.StringAttr(op.attributes["sym_name"]).value
-        op = op.parent
+        try:
+            op = op.parent
+        except ValueError:  # a detached operation: the MLIR bindings raise instead of None
+            return op.name
     return None
 
 

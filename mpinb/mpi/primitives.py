@@ -50,7 +50,7 @@ def _tensor_type(shape, dtype) -> ir.Type:
 def _in_loop_body() -> bool:
     """Whether the current block is the body (or condition) of a while loop."""
     owner = ir.InsertionPoint.current.block.owner
-    return owner is not None and owner.name == "stablehlo.while"
+    return owner is not None and owner.operation.name == "stablehlo.while"
 
 
 def _nbytes(aval) -> int:

@@ -166,3 +166,18 @@ def test_jaxpr_still_has_no_effects(world):
     rank, size = world
     nested = WRAPPERS["jit(cond(fori_loop))"](lambda arr: _halo(arr, rank, _partner(rank, size)))
     assert not jax.make_jaxpr(nested)(jnp.zeros((3, 2))).effects
+
+
+def test_a_construct_mpinb_cannot_order_is_refused_by_name(world):
+    """shard_map lowers its body as a function of its own, whose chain mpinb does not thread:
+    a collective there is refused when compiled, naming the construct, rather than risk a swap."""
+    from jax.sharding import Mesh, PartitionSpec
+
+    shard_map = getattr(jax, "shard_map", None)
+    if shard_map is None:  # before JAX 0.7
+        from jax.experimental.shard_map import shard_map
+    mesh = Mesh(jax.devices()[:1], ("x",))
+    f = jax.jit(shard_map(lambda a: mpi.allreduce(a, op=MPI.SUM), mesh=mesh,
+                          in_specs=PartitionSpec("x"), out_specs=PartitionSpec("x")))
+    with pytest.raises(NotImplementedError, match=r"mpinb: allreduce inside a nested computation \(shard_map\)"):
+        f(jnp.arange(4.0))
