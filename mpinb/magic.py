@@ -226,6 +226,14 @@ class MpiJaxMagics(Magics):
             return self._line(line)
         return self._cell(line, cell)
 
+    def _cell_number(self) -> int:
+        """The prompt number of the cell being run, as IPython's own tracebacks name it (IPython 9
+        counts ``execution_count`` up before running a cell; the running cell's result keeps the
+        number it was given)."""
+        running = getattr(getattr(self.shell, "displayhook", None), "exec_result", None)
+        count = getattr(running, "execution_count", None)
+        return self.shell.execution_count if count is None else count
+
     def _require_cluster(self) -> MPICluster:
         if self.cluster is None or not self.cluster.running:
             raise UsageError("%mpijax: no cluster running; start one with %mpijax start -n 4")
@@ -308,7 +316,7 @@ class MpiJaxMagics(Magics):
         try:
             result = cluster.run_cell(cell, ranks=ranks, compare=args.compare, hlo=not args.no_hlo,
                                       timeout=timeout, show=args.show, images=args.images,
-                                      stream=live, setup=args.setup, label=f"In[{self.shell.execution_count}]",
+                                      stream=live, setup=args.setup, label=f"In[{self._cell_number()}]",
                                       header=f"%%mpijax {line}".rstrip() + "\n")
         except (ClusterBusy, ClusterLost) as exc:
             raise UsageError(f"%%mpijax: {exc}") from None

@@ -120,6 +120,18 @@ def test_tracebacks_read_like_ipython(ip, capsys):
     assert "[ranks 0-1]" in view and view.count("cannot reshape array") == 2  # error and traceback, once
 
 
+def test_traceback_names_the_cell_by_its_prompt_number(ip):
+    """Run as a notebook runs it (run_cell, which counts execution_count up before the cell runs
+    in IPython 9): the traceback names the cell with the prompt the notebook shows for it."""
+    prompt = ip.execution_count
+    ip.run_cell("%%mpijax --no-hlo --no-raise\nx = 1\nraise ValueError('bad')", store_history=True)
+    assert ip.execution_count == prompt + 1
+    tb = ip.user_ns["_mpijax"].records[0].error.traceback
+    assert f"Cell In[{prompt}], line 3\n" in tb, tb
+    ip.run_cell("%%mpijax --no-hlo --no-raise\nraise ValueError('again')", store_history=True)
+    assert f"Cell In[{prompt + 1}], line 2\n" in ip.user_ns["_mpijax"].records[0].error.traceback
+
+
 def test_traceback_lines_count_blank_lines_and_syntax_errors(ip):
     """IPython drops a cell's leading blank lines before running it; the line numbers still
     count them. A syntax error names the cell and line too."""
