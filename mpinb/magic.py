@@ -136,15 +136,17 @@ class StatusTable(dict):
         "hlo_capture": "HLO capture", "uptime_s": "up (s)", "start_s": "start took (s)",
         "setup_cells": "setup cells", "default_timeout": "default timeout (s)", "pids": "engine PIDs (their hosts)"}
 
-    #: rank lists, shown as ranges ("0-3"); other lists (PIDs, hosts) are shown as they are
+    #: rank lists, shown as "rank 0" / "ranks 0-3"; other lists (PIDs, hosts) are shown as they are
     RANK_LISTS = ("engines", "blocked_ranks")
 
     def rows(self) -> list[tuple[str, str]]:
-        from .grouping import rank_ranges
+        from .grouping import label
 
         def show(key, value):
             if isinstance(value, list):
-                return (rank_ranges(value) if key in self.RANK_LISTS else ", ".join(map(str, value))) or "none"
+                if not value:
+                    return "none"
+                return label(value) if key in self.RANK_LISTS else ", ".join(map(str, value))
             return "none" if value is None else str(value)
 
         return [(self.LABELS.get(key, key), show(key, value)) for key, value in self.items()]

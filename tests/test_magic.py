@@ -180,6 +180,17 @@ def test_usage_errors(ip):
         ip.run_cell_magic("mpijax", "--max-lines -1", "1")
 
 
+def test_status_table_words_rank_lists_as_the_view_does():
+    """One rank still in a cell reads "rank 0", not a bare "0" that reads as "none"."""
+    from mpinb.magic import StatusTable
+
+    text = StatusTable({"engines": [0, 1, 2, 3], "blocked_ranks": [0], "pids": [11, 12]}).text()
+    assert re.search(r"^ranks still in a cell +rank 0$", text, re.M)
+    assert re.search(r"^engines +ranks 0-3$", text, re.M)
+    assert re.search(r"^engine PIDs \(their hosts\) +11, 12$", text, re.M)
+    assert re.search(r"^ranks still in a cell +none$", StatusTable({"blocked_ranks": []}).text(), re.M)
+
+
 def test_status_and_hlo_view(ip, capsys):
     status = ip.run_line_magic("mpijax", "status")
     assert status["running"] and status["engines"] == [0, 1] and status["hlo_capture"]
@@ -187,7 +198,7 @@ def test_status_and_hlo_view(ip, capsys):
     table = status._repr_mimebundle_()
     assert "<table class='mpinb-status'>" in table["text/html"]
     assert "<th style='text-align:left'>engines</th>" in table["text/html"]
-    assert re.search(r"^engines +0-1$", table["text/plain"], re.M)
+    assert re.search(r"^engines +ranks 0-1$", table["text/plain"], re.M)
     assert re.search(r"^ranks +2$", table["text/plain"], re.M)
     pids = ", ".join(map(str, status["pids"]))
     assert re.search(rf"^engine PIDs \(their hosts\) +{pids}$", table["text/plain"], re.M)  # not as ranges
