@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from . import compare as cmp
 from . import hlo as hlo_mod
+from .grouping import label
 from .records import ErrorInfo, RankRecord, State
 
 
@@ -414,8 +415,11 @@ class CellRun:
             return []
         blocked = [r for r in running if inflight.get(r)]
         if blocked:
-            return [f"rank(s) {blocked} are blocked inside MPI; SIGINT cannot free them: "
-                    "run %mpijax restart (the --setup cells are replayed)"]
+            replayed = len(self.cluster.setup_cells)
+            after = (f" (your {replayed} --setup cell{'s are' if replayed > 1 else ' is'} replayed; the "
+                     "engines' other variables are lost)" if replayed else " (the engines' variables are lost)")
+            return [f"{label(blocked)} {'are' if len(blocked) > 1 else 'is'} blocked inside MPI and "
+                    f"cannot be interrupted: run %mpijax restart{after}"]
         return ["the ranks still running can be interrupted (stop button) or restarted"]
 
     def _cause_of_death(self) -> str:
