@@ -75,6 +75,17 @@ class CellFailed(RuntimeError):
         super().__init__(f"{len(problems)} of {len(result.ranks)} ranks did not finish the cell: "
                          + "; ".join(problems))
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of a traceback (as for ipyparallel's CompositeError): one
+        line under the view, which already shows each rank's error with its traceback."""
+        words = {"failed": "failed", "dead": "died", "running": "still running"}
+        by_state: dict[str, list[int]] = {}
+        for rank, state in sorted(self.result.states.items()):
+            if state in words:
+                by_state.setdefault(state, []).append(rank)
+        what = ", ".join(f"{label(ranks)} {words[state]}" for state, ranks in by_state.items())
+        return [f"CellFailed: {what} (see the view above; the whole result is in _mpijax)"]
+
 
 DEFAULT_GRACE = 2.0
 #: seconds to wait, once a rank's result is in, for the rest of its output

@@ -120,6 +120,18 @@ def test_tracebacks_read_like_ipython(ip, capsys):
     assert "[ranks 0-1]" in view and view.count("cannot reshape array") == 2  # error and traceback, once
 
 
+def test_a_failed_cell_ends_in_one_line_under_the_view(ip, capsys):
+    """No wall of mpinb's own frames after the view: IPython shows CellFailed's one line, and the
+    whole result stays in _mpijax (Run All still stops: run_cell reports the error)."""
+    result = ip.run_cell("%%mpijax --no-hlo\nif rank == 1:\n    raise ValueError('bad rank 1')", store_history=True)
+    out = capsys.readouterr().out
+    assert isinstance(result.error_in_exec, CellFailed)
+    tail = out[out.rindex("bad rank 1"):].strip().splitlines()  # after the view's last mention
+    assert tail[-1] == "CellFailed: rank 1 failed (see the view above; the whole result is in _mpijax)", out
+    assert "magic.py" not in out and "run_cell_magic" not in out
+    assert ip.user_ns["_mpijax"].records[1].error.ename == "ValueError"
+
+
 def test_traceback_names_the_cell_by_its_prompt_number(ip):
     """Run as a notebook runs it (run_cell, which counts execution_count up before the cell runs
     in IPython 9): the traceback names the cell with the prompt the notebook shows for it."""
