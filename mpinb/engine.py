@@ -219,7 +219,7 @@ def _error(exc: BaseException) -> ErrorInfo:
     """The error as the notebook shows it: IPython-style traceback (mpinb.tracebacks)."""
     from .tracebacks import format_exception
 
-    text = format_exception(exc, CELL_LABELS, extra_hidden=(__file__,))
+    text = format_exception(exc, CELL_LABELS)
     return ErrorInfo(ename=type(exc).__name__, evalue=str(exc), traceback=text)
 
 

@@ -9,9 +9,12 @@
     ValueError: bad
 
 A frame of a notebook cell is named by the notebook's execution count (``Cell In[5]``) with
-line numbers counted from the cell's first line (the ``%%mpijax`` line is line 1). Frames of
-JAX's internals are left out, as ``jax_traceback_filtering`` leaves them out, and so are frames
-that ask to be hidden (``__tracebackhide__``) and mpinb's own engine frames. Pure: no IPython.
+line numbers counted from the cell's first line (the ``%%mpijax`` line is line 1), and, inside a
+function, by the function as IPython names it (``Cell In[5], line 4, in <lambda>``). Frames of
+JAX's and mpinb's internals are left out, as ``jax_traceback_filtering`` leaves JAX's out, and so
+are frames that ask to be hidden (``__tracebackhide__``). ``MPINB_TRACEBACK=full`` in the engines'
+environment (``os.environ`` in a cell works: it is read when an error is formatted) keeps every
+frame. Pure: no IPython.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import os
 import sys
 
 CONTEXT = 2  # lines before and after the failing line
-HIDDEN_PACKAGES = ("jax", "jaxlib")
+HIDDEN_PACKAGES = ("jax", "jaxlib", "mpinb")
+FULL_ENV = "MPINB_TRACEBACK"  # "full": keep every frame
 _CHAIN_SKIP = ("UnfilteredStackTrace",)  # JAX attaches the unfiltered trace as the cause
 
 
@@ -36,7 +40,9 @@ def _package_dirs() -> tuple[str, ...]:
 
 
 def hidden(frame, extra_files: tuple[str, ...] = ()) -> bool:
-    """A frame the reader does not need: JAX internals, __tracebackhide__, mpinb's engine."""
+    """A frame the reader does not need: JAX's and mpinb's internals, __tracebackhide__."""
+    if os.environ.get(FULL_ENV, "").lower() == "full":
+        return False
     filename = frame.f_code.co_filename
     if filename in extra_files or filename.startswith(_package_dirs()):
         return True
@@ -64,7 +70,8 @@ def format_frames(tb, labels: dict[str, str], extra_hidden: tuple[str, ...] = ()
             filename = frame.f_code.co_filename
             label = labels.get(filename)
             if label:
-                out.append(f"Cell {label}, line {lineno}")
+                where = "" if frame.f_code.co_name == "<module>" else f", in {frame.f_code.co_name}"
+                out.append(f"Cell {label}, line {lineno}{where}")
             else:
                 out.append(f"File {filename}:{lineno}, in {frame.f_code.co_name}")
             out += _context(filename, lineno)

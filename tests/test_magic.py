@@ -113,11 +113,26 @@ def test_tracebacks_read_like_ipython(ip, capsys):
     out = capsys.readouterr().out
     tb = ip.user_ns["_mpijax"].records[0].error.traceback
     n = ip.execution_count
-    assert tb.startswith("TypeError") and f"Cell In[{n}], line 6\n" in tb and f"Cell In[{n}], line 5\n" in tb
+    assert tb.startswith("TypeError") and f"Cell In[{n}], line 6\n" in tb and f"Cell In[{n}], line 5, in f\n" in tb
     assert "----> 5       return v.reshape(7)" in tb and "----> 6   f(jnp.ones(3))" in tb
     assert "site-packages" not in tb and "mpinb/engine.py" not in tb, tb
     view = out[out.index("2 ranks, "):]  # after the live [error:N] lines
     assert "[ranks 0-1]" in view and view.count("cannot reshape array") == 2  # error and traceback, once
+
+
+def test_traceback_names_functions_and_hides_mpinb_s_frames(ip):
+    """A lambda on the cell's line is named (not the same frame twice); mpinb's own frames are
+    left out like JAX's, and MPINB_TRACEBACK=full on the engines brings every frame back."""
+    code = "bad = jax.jit(lambda v: mpi.alltoall(v))(jnp.ones((size + 1, 2)))"
+    ip.run_cell_magic("mpijax", "--no-hlo --no-raise", code)
+    n = ip.execution_count
+    tb = ip.user_ns["_mpijax"].records[0].error.traceback
+    assert f"Cell In[{n}], line 2\n" in tb and f"Cell In[{n}], line 2, in <lambda>\n" in tb, tb
+    assert "mpinb" not in tb.replace("mpi.alltoall", ""), tb
+    ip.run_cell_magic("mpijax", "--no-hlo --no-raise", "import os\nos.environ['MPINB_TRACEBACK'] = 'full'\n" + code)
+    full = ip.user_ns["_mpijax"].records[0].error.traceback
+    ip.run_cell_magic("mpijax", "--no-hlo", "del os.environ['MPINB_TRACEBACK']")
+    assert "mpinb/mpi/collectives.py" in full and "in alltoall" in full, full
 
 
 def test_a_failed_cell_ends_in_one_line_under_the_view(ip, capsys):
