@@ -126,6 +126,15 @@ def line_parser() -> _Parser:
     return p
 
 
+def restart_words(n: int, seconds: float, setup_cells: int, replayed: bool) -> str:
+    """What ``%mpijax restart`` did, in words: what was lost and what came back."""
+    said = f"{n} MPI engines restarted in {seconds:.1f} s; the engines' variables are gone"
+    cells = f"{setup_cells} --setup cell{'s' if setup_cells != 1 else ''}"
+    if not setup_cells:
+        return said + " (there are no --setup cells to replay)"
+    return said + (f", {cells} replayed" if replayed else f"; {cells} not replayed (--no-replay)")
+
+
 class StatusTable(dict):
     """``%mpijax status``: the cluster's state as a small table; still the dict of
     ``MPICluster.status()`` (plus the default timeout) for code that reads it."""
@@ -276,9 +285,7 @@ class MpiJaxMagics(Magics):
                 cluster.restart(replay_setup=not args.no_replay)
             except ClusterError as exc:
                 raise UsageError(f"%mpijax restart: {exc}") from exc
-            replayed = cluster.setup_cells and not args.no_replay
-            print(f"{cluster.n} MPI engines ready in {cluster.start_seconds:.1f} s"
-                  + (f", {len(cluster.setup_cells)} setup cell(s) replayed" if replayed else ""))
+            print(restart_words(cluster.n, cluster.start_seconds, len(cluster.setup_cells), not args.no_replay))
             return None
         if cmd == "status":
             status = StatusTable(self.cluster.status() if self.cluster else {"running": False})

@@ -207,6 +207,15 @@ def test_usage_errors(ip):
         ip.run_cell_magic("mpijax", "--max-lines -1", "1")
 
 
+def test_restart_says_what_was_lost_and_what_came_back():
+    from mpinb.magic import restart_words
+
+    assert restart_words(4, 9.23, 0, True) == (
+        "4 MPI engines restarted in 9.2 s; the engines' variables are gone (there are no --setup cells to replay)")
+    assert restart_words(2, 8.0, 2, True).endswith("the engines' variables are gone, 2 --setup cells replayed")
+    assert restart_words(2, 8.0, 1, False).endswith("; 1 --setup cell not replayed (--no-replay)")
+
+
 def test_status_table_words_rank_lists_as_the_view_does():
     """One rank still in a cell reads "rank 0", not a bare "0" that reads as "none"."""
     from mpinb.magic import StatusTable
