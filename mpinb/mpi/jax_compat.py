@@ -13,15 +13,22 @@ releases, so it is named once, with what it is for:
   dict that lives as long as one module's lowering, where the ordering chain between
   collectives is kept (primitives/_take_order).
 - ``ad``, ``batching``, ``mlir`` (``jax.interpreters``): the AD, vmap and lowering rule tables.
+- ``build_ffi_lowering_function``, ``register_lowering``, ``ir_attribute``: ``jax.ffi``'s and
+  ``mlir``'s as in JAX 0.10, also on the older releases where one is private or lacks a keyword.
 
-Tested with JAX 0.10.2 (CI installs the newest release allowed); ``pyproject.toml`` asks for
-``jax>=0.10.2,<0.11`` (and the same ``jaxlib`` to build against), an upper bound as mpi4jax keeps
-one. When a new JAX breaks something, this module is where to adapt.
+Tested with JAX 0.6.0 (the floor) and 0.10.2: CI runs the whole suite on the newest release
+allowed and the collective suite on the floor (.ci/floor). ``pyproject.toml`` asks for
+``jax>=0.6.0,<0.11`` (and a ``jaxlib`` in the same range to build against), an upper bound as
+mpi4jax keeps one. When a new JAX breaks something, this module is where to adapt.
 """
 
 from __future__ import annotations
 
+import inspect
+
+import jax
 from jax._src.dispatch import apply_primitive
+from jax._src.interpreters import mlir as _mlir_internal
 from jax._src.lib.mlir import ir
 from jax.core import ShapedArray, Tracer
 from jax.extend.core import Primitive
@@ -35,10 +42,13 @@ __all__ = [
     "ad",
     "apply_primitive",
     "batching",
+    "build_ffi_lowering_function",
     "ir",
+    "ir_attribute",
     "lowering_scratch",
     "mlir",
     "register_dce_rule",
+    "register_lowering",
 ]
 
 
@@ -51,3 +61,40 @@ def register_dce_rule(prim: Primitive, rule) -> None:
 def lowering_scratch(ctx: mlir.LoweringRuleContext, key) -> dict:
     """A dict private to ``key`` that lives while one module is lowered."""
     return ctx.module_context.cached_primitive_lowerings.setdefault(key, {})
+
+
+# An MLIR attribute from a Python or NumPy value; public in jax.interpreters.mlir from JAX 0.8.0.
+ir_attribute = _mlir_internal.ir_attribute
+
+# jax.ffi.build_ffi_lowering_function: public from JAX 0.7.1, in jax._src.ffi in 0.6.0..0.7.0, absent
+# before; skip_ffi_layout_processing (no layout constraints at all) from 0.7.0.
+_build_ffi_lowering_function = getattr(jax.ffi, "build_ffi_lowering_function", None) or getattr(
+    jax._src.ffi, "build_ffi_lowering_function", None)
+_HAS_SKIP_LAYOUTS = _build_ffi_lowering_function is not None and (
+    "skip_ffi_layout_processing" in inspect.signature(_build_ffi_lowering_function).parameters)
+
+
+def build_ffi_lowering_function(target: str, *, skip_ffi_layout_processing: bool = False, **kwargs):
+    """``jax.ffi.build_ffi_lowering_function`` of JAX 0.10: ``(ctx, *operands) -> ir.Operation``."""
+    if _HAS_SKIP_LAYOUTS:
+        return _build_ffi_lowering_function(target, skip_ffi_layout_processing=skip_ffi_layout_processing,
+                                            **kwargs)
+    if _build_ffi_lowering_function is not None and not skip_ffi_layout_processing:
+        return _build_ffi_lowering_function(target, **kwargs)
+    # Older JAX: the same FFI custom call, made as the builder makes it.
+    kwargs["backend_config"] = kwargs.get("backend_config") or {}
+
+    def lowering(ctx: mlir.LoweringRuleContext, *operands: ir.Value):
+        return _mlir_internal.custom_call(target, operands=list(operands), api_version=4, **kwargs)
+
+    return lowering
+
+
+# Primitive lowerings are cached per module (and ``cacheable=False`` opts out) from JAX 0.7.0;
+# before, nothing was cached unless a rule asked for it, and the keyword did not exist.
+_HAS_CACHEABLE = "cacheable" in inspect.signature(mlir.register_lowering).parameters
+
+
+def register_lowering(prim: Primitive, rule, *, platform: str | None = None, cacheable: bool = True) -> None:
+    """``mlir.register_lowering`` of JAX 0.10."""
+    mlir.register_lowering(prim, rule, platform=platform, **({"cacheable": cacheable} if _HAS_CACHEABLE else {}))

@@ -28,12 +28,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
-import jax
 import numpy as np
 
 from ..optable import OPS
 from . import library
-from .jax_compat import Primitive, ShapedArray, apply_primitive, ir, lowering_scratch, mlir, register_dce_rule
+from .jax_compat import (
+    Primitive,
+    ShapedArray,
+    apply_primitive,
+    build_ffi_lowering_function,
+    ir,
+    ir_attribute,
+    lowering_scratch,
+    mlir,
+    register_dce_rule,
+    register_lowering,
+)
 
 ORDER_DTYPE = np.dtype(np.int8)
 _ORDER_AVAL = ShapedArray((), ORDER_DTYPE)
@@ -67,8 +77,8 @@ def _leave_order(ctx: mlir.LoweringRuleContext, value: ir.Value) -> None:
 
 def _ir_attr(value) -> ir.Attribute:
     if isinstance(value, (tuple, list, np.ndarray)):
-        return mlir.ir_attribute(np.asarray(value, dtype=np.int64))
-    return mlir.ir_attribute(np.int64(value))
+        return ir_attribute(np.asarray(value, dtype=np.int64))
+    return ir_attribute(np.int64(value))
 
 
 def _keep_alive_dce(used_outputs: list[bool], eqn):
@@ -127,7 +137,7 @@ def make_primitive(
         if sorted(attrs) != sorted(OPS[name]):  # the handler would refuse it: say where
             raise TypeError(f"mpinb_{name}: lowered with attributes {sorted(attrs)}, but its handler "
                             f"reads {sorted(OPS[name])} (mpinb/optable.py)")
-        build = jax.ffi.build_ffi_lowering_function(
+        build = build_ffi_lowering_function(
             target,
             **layout_kwargs,
             backend_config={k: _ir_attr(v) for k, v in attrs.items()},
@@ -142,5 +152,5 @@ def make_primitive(
         return results[:-1]
 
     # Not cacheable: each equation must take the ordering buffer of the one before it.
-    mlir.register_lowering(prim, lowering, platform="cpu", cacheable=False)
+    register_lowering(prim, lowering, platform="cpu", cacheable=False)
     return prim
