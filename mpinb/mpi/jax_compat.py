@@ -13,6 +13,7 @@ releases, so it is named once, with what it is for:
   dict that lives as long as one module's lowering, where the ordering chain between
   collectives is kept (primitives/_take_order).
 - ``ad``, ``batching``, ``mlir`` (``jax.interpreters``): the AD, vmap and lowering rule tables.
+- ``ffi``: ``jax.ffi`` (``jax.extend.ffi`` before JAX 0.5.0).
 - ``build_ffi_lowering_function``, ``register_lowering``, ``ir_attribute``: ``jax.ffi``'s and
   ``mlir``'s as in JAX 0.10, also on the older releases where one is private or lacks a keyword.
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import inspect
 
-import jax
 from jax._src.dispatch import apply_primitive
 from jax._src.interpreters import mlir as _mlir_internal
 from jax._src.lib.mlir import ir
@@ -34,6 +34,14 @@ from jax.core import ShapedArray, Tracer
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 from jax.interpreters import partial_eval as _pe
+
+try:  # JAX >= 0.5.0
+    from jax import ffi
+    from jax._src import ffi as _ffi_internal
+except ImportError:  # JAX 0.4.3x
+    from jax.extend import ffi
+
+    _ffi_internal = None
 
 __all__ = [
     "Primitive",
@@ -43,6 +51,7 @@ __all__ = [
     "apply_primitive",
     "batching",
     "build_ffi_lowering_function",
+    "ffi",
     "ir",
     "ir_attribute",
     "lowering_scratch",
@@ -68,8 +77,8 @@ ir_attribute = _mlir_internal.ir_attribute
 
 # jax.ffi.build_ffi_lowering_function: public from JAX 0.7.1, in jax._src.ffi in 0.6.0..0.7.0, absent
 # before; skip_ffi_layout_processing (no layout constraints at all) from 0.7.0.
-_build_ffi_lowering_function = getattr(jax.ffi, "build_ffi_lowering_function", None) or getattr(
-    jax._src.ffi, "build_ffi_lowering_function", None)
+_build_ffi_lowering_function = getattr(ffi, "build_ffi_lowering_function", None) or getattr(
+    _ffi_internal, "build_ffi_lowering_function", None)
 _HAS_SKIP_LAYOUTS = _build_ffi_lowering_function is not None and (
     "skip_ffi_layout_processing" in inspect.signature(_build_ffi_lowering_function).parameters)
 

@@ -118,10 +118,10 @@ def load():
                 "Do not set mpi4py.rc.thread_level below 'serialized'."
             )
         ext.initialize()
-        import jax
+        from .jax_compat import ffi
 
         for name, capsule in ext.registrations().items():
-            jax.ffi.register_ffi_target(name, capsule, platform="cpu", api_version=1)
+            ffi.register_ffi_target(name, capsule, platform="cpu", api_version=1)
         if os.environ.get(DEBUG_ENV, "").strip() and not _off(os.environ[DEBUG_ENV]):
             ext.set_debug(True)
         if os.environ.get(CHECKED_ENV, "").strip() and not _off(os.environ[CHECKED_ENV]):
