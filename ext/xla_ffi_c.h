@@ -7,3 +7,7 @@ typedef struct XLA_FFI_Scalar XLA_FFI_Scalar;
 typedef struct XLA_FFI_Array XLA_FFI_Array;
 typedef struct XLA_FFI_Handler_Bundle XLA_FFI_Handler_Bundle;
 #include "xla/ffi/api/c_api.h"
+
+#ifndef MPINB_BUILD_JAXLIB  /* the version of the jaxlib whose header this is (setup.py) */
+#define MPINB_BUILD_JAXLIB "unknown"
+#endif
