@@ -17,10 +17,11 @@ releases, so it is named once, with what it is for:
 - ``build_ffi_lowering_function``, ``register_lowering``, ``ir_attribute``: ``jax.ffi``'s and
   ``mlir``'s as in JAX 0.10, also on the older releases where one is private or lacks a keyword.
 
-Tested with JAX 0.6.0 (the floor) and 0.10.2: CI runs the whole suite on the newest release
-allowed and the collective suite on the floor (.ci/floor). ``pyproject.toml`` asks for
-``jax>=0.6.0,<0.11`` (and a ``jaxlib`` in the same range to build against), an upper bound as
-mpi4jax keeps one. When a new JAX breaks something, this module is where to adapt.
+Works with JAX 0.4.36 to 0.10.2 (the collective suite passed on 0.4.36, 0.4.38, 0.5.0, 0.6.0, 0.7.0
+and 0.10.2 at 1, 2 and 4 ranks). CI runs the whole suite on the newest release allowed and the
+collective suite on the floor, the lower bound of ``jax>=0.4.36,<0.11`` in ``pyproject.toml``
+(.ci/floor); the upper bound is kept as mpi4jax keeps one. When a new JAX breaks something, this
+module is where to adapt; when an old one would need too much here, raise that lower bound.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ __all__ = [
 
 def register_dce_rule(prim: Primitive, rule) -> None:
     """``rule(used_outputs, eqn) -> (used_inputs, new_eqn)`` decides what of ``prim`` survives
-    dead-code elimination of jaxprs."""
+    dead-code elimination of jaxprs. (JAX asks the rule from 0.4.36 on; before, an equation with
+    no used result and no effect was dropped unasked, which is why 0.4.36 is the floor.)"""
     _pe.dce_rules[prim] = rule
 
 
@@ -72,7 +74,7 @@ def lowering_scratch(ctx: mlir.LoweringRuleContext, key) -> dict:
     return ctx.module_context.cached_primitive_lowerings.setdefault(key, {})
 
 
-# An MLIR attribute from a Python or NumPy value; public in jax.interpreters.mlir from JAX 0.8.0.
+# An MLIR attribute from a Python or NumPy value; public in jax.interpreters.mlir from JAX 0.7.1.
 ir_attribute = _mlir_internal.ir_attribute
 
 # jax.ffi.build_ffi_lowering_function: public from JAX 0.7.1, in jax._src.ffi in 0.6.0..0.7.0, absent
