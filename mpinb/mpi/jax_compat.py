@@ -182,9 +182,13 @@ def inline_closed_jaxpr(ctx: mlir.LoweringRuleContext, closed: ClosedJaxpr, *arg
     """Lower ``closed`` applied to ``args`` in the current block (no function of its own)."""
     if hasattr(_custom_derivatives, "_custom_jvp_vjp_call_lowering"):  # JAX >= 0.7.0
         return _custom_derivatives._custom_jvp_vjp_call_lowering(ctx, *args, call_jaxpr=closed)
-    # JAX < 0.7: the same rule, for custom_jvp_call only, under this name and with its parameters.
-    return _custom_derivatives._custom_jvp_call_mlir_translation(
-        ctx, *args, call_jaxpr=closed, jvp_jaxpr_thunk=None, num_consts=0, symbolic_zeros=False)
+    # JAX < 0.7: what its rule for custom_jvp_call (_custom_jvp_call_mlir_translation, whose
+    # parameters change between releases) does; jaxpr_subcomp's signature is that of 0.4.36..0.7.0.
+    out, tokens = mlir.jaxpr_subcomp(ctx.module_context, closed.jaxpr, ctx.name_stack, ctx.tokens_in,
+                                     _mlir_internal._ir_consts(closed.consts), *args,
+                                     dim_var_values=ctx.dim_var_values)
+    ctx.set_tokens_out(tokens)
+    return out
 
 
 def new_var(aval) -> _core.Var:
