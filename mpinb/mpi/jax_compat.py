@@ -26,7 +26,7 @@ releases, so it is named once, with what it is for:
   ``BatchTracer`` (``parent_trace``, ``axis_data.size``).
 
 Works with JAX 0.4.36 to 0.10.2 (the collective suite, nested ordering included, passed on
-0.4.36 and 0.10.2 at 1, 2 and 4 ranks). CI runs the whole suite on the newest release allowed
+0.4.36, 0.5.0, 0.6.0, 0.7.0 and 0.10.2 at 1, 2 and 4 ranks). CI runs the whole suite on the newest release allowed
 and the collective suite on the floor, the lower bound of ``jax>=0.4.36,<0.11`` in
 ``pyproject.toml`` (.ci/floor); the upper bound is kept as mpi4jax keeps one. When a new JAX
 breaks something, this module is where to adapt; when an old one would need too much here,
