@@ -73,12 +73,15 @@ def mpi_flags(mpicc):
 
 
 def xla_ffi_include():
+    """The XLA FFI headers inside jaxlib, and that jaxlib's version (the extension then runs on
+    this jaxlib or a newer one: mpinb/mpi/library.py checks it)."""
     import jaxlib  # only the headers are needed, so jax itself is not imported
+    from jaxlib.version import __version__
 
     path = os.path.join(os.path.dirname(jaxlib.__file__), "include")
     if not os.path.exists(os.path.join(path, "xla", "ffi", "api", "c_api.h")):
         sys.exit(f"mpinb build: xla/ffi/api/c_api.h not found under {path}; upgrade jaxlib")
-    return path
+    return path, __version__
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -110,15 +113,18 @@ def extensions():
     mpicc = find_mpicc()
     inc, libdirs, libs, rpaths = mpi_flags(mpicc)
     print(f"mpinb build: MPI from {mpicc}: include={inc} libs={libs} libdirs={libdirs} rpaths={rpaths}")
+    xla_include, jaxlib_version = xla_ffi_include()
+    print(f"mpinb build: XLA FFI header of jaxlib {jaxlib_version}")
     ext = Extension(
         "mpinb._ffi",
         sources=["ext/_ffi.pyx"],
-        include_dirs=[xla_ffi_include(), "ext", *inc],
+        include_dirs=[xla_include, "ext", *inc],
         library_dirs=libdirs,
         libraries=libs,
         runtime_library_dirs=rpaths,
         extra_compile_args=["-O2", "-Wno-unused-function"],
-        define_macros=[("MPINB_BUILD_MPICC", '"{}"'.format(mpicc.replace('"', "")))],
+        define_macros=[("MPINB_BUILD_MPICC", '"{}"'.format(mpicc.replace('"', ""))),
+                       ("MPINB_BUILD_JAXLIB", f'"{jaxlib_version}"')],
     )
     return cythonize([ext], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False})
 

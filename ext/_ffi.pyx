@@ -243,6 +243,7 @@ def build_info():
         "mpicc": MPINB_BUILD_MPICC.decode(),
         "sizeof_comm": sizeof(MPI_Comm),
         "ffi_api": (XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR),
+        "jaxlib": MPINB_BUILD_JAXLIB.decode(),
     }
 
 

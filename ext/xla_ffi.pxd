@@ -4,7 +4,8 @@
 
 from libc.stdint cimport int64_t, uint32_t
 
-cdef extern from "xla/ffi/api/c_api.h" nogil:
+cdef extern from "xla_ffi_c.h" nogil:  # xla/ffi/api/c_api.h, see there
+    const char* MPINB_BUILD_JAXLIB
     enum: XLA_FFI_API_MAJOR
     enum: XLA_FFI_API_MINOR
 

@@ -32,6 +32,27 @@ def test_mpi_family(text, family):
     assert library.mpi_family(text) == family
 
 
+@pytest.mark.parametrize(("built", "installed", "refused"), [
+    ("0.10.2", "0.4.36", True),   # a newer header's FFI API version breaks the older CPU backend
+    ("0.10.2", "0.10.2", False),
+    ("0.4.36", "0.10.2", False),  # older headers work with newer XLA
+    ("0.6.0", "0.10.0.dev20260101", False),
+    ("unknown", "0.4.36", False),
+])
+def test_an_extension_built_for_a_newer_jaxlib_is_refused(built, installed, refused):
+    if refused:
+        with pytest.raises(ImportError, match=rf"compiled against jaxlib {built}, newer than the installed jaxlib"):
+            library.check_jaxlib_match(built, installed)
+    else:
+        library.check_jaxlib_match(built, installed)
+
+
+def test_build_info_names_the_jaxlib_it_was_compiled_against():
+    import jaxlib.version
+
+    assert library.build_info()["jaxlib"] == jaxlib.version.__version__
+
+
 def test_mismatch_is_refused_with_instructions():
     build = {"mpi_family": "MPICH", "mpicc": "/venv/bin/mpicc"}
     with pytest.raises(ImportError) as info:

@@ -11,24 +11,38 @@ releases, so it is named once, with what it is for:
   result is unused in the jaxpr (every rank must take part).
 - ``lowering_scratch`` (``LoweringRuleContext.module_context.cached_primitive_lowerings``): a
   dict that lives as long as one module's lowering, where the ordering chain between
-  collectives is kept (primitives/_take_order).
+  collectives is kept (mpinb/mpi/ordering.py).
 - ``ad``, ``batching``, ``mlir`` (``jax.interpreters``): the AD, vmap and lowering rule tables.
+- ``ffi``: ``jax.ffi`` (``jax.extend.ffi`` before JAX 0.5.0).
+- ``build_ffi_lowering_function``, ``register_lowering``, ``ir_attribute``: ``jax.ffi``'s and
+  ``mlir``'s as in JAX 0.10, also on the older releases where one is private or lacks a keyword.
 - For threading the ordering chain through nested computations (mpinb/mpi/ordering.py): the
-  primitives of nested constructs (``jax.extend.core.primitives``), their current lowering
-  rules (``mlir._lowerings``), building jaxprs (``Jaxpr.replace``, ``core.gensym``,
-  ``core.new_jaxpr_eqn``), and lowering a closed jaxpr inline in the current block (JAX's own
-  rule for ``custom_jvp_call``, which does exactly that).
+  primitives of nested constructs (``jax.extend.core.primitives``, some under an older name or
+  in ``jax._src`` on older JAX), their current lowering rules (``mlir._lowerings``), building
+  jaxprs (``Jaxpr.replace``, ``core.gensym``, ``core.new_jaxpr_eqn``), and lowering a closed
+  jaxpr inline in the current block (JAX's own rule for ``custom_jvp_call``, which does exactly
+  that).
+- For ``recv`` under ``vmap``: the current trace (``core.trace_ctx``) and ``BatchTrace``/
+  ``BatchTracer`` (``parent_trace``, ``axis_data.size``).
 
-Tested with JAX 0.10.2 (CI installs the newest release allowed); ``pyproject.toml`` asks for
-``jax>=0.10.2,<0.11`` (and the same ``jaxlib`` to build against), an upper bound as mpi4jax keeps
-one. When a new JAX breaks something, this module is where to adapt.
+Works with JAX 0.4.36 to 0.10.2 (the collective suite, nested ordering included, passed on
+0.4.36, 0.5.0, 0.6.0, 0.7.0 and 0.10.2 at 1, 2 and 4 ranks). CI runs the whole suite on the newest release allowed
+and the collective suite on the floor, the lower bound of ``jax>=0.4.36,<0.11`` in
+``pyproject.toml`` (.ci/floor); the upper bound is kept as mpi4jax keeps one. When a new JAX
+breaks something, this module is where to adapt; when an old one would need too much here,
+raise that lower bound.
 """
 
 from __future__ import annotations
 
+import inspect
+
+from jax._src import ad_checkpoint as _ad_checkpoint
 from jax._src import core as _core
-from jax._src.custom_derivatives import _custom_jvp_vjp_call_lowering
+from jax._src import custom_derivatives as _custom_derivatives
+from jax._src import pjit as _pjit
 from jax._src.dispatch import apply_primitive
+from jax._src.interpreters import mlir as _mlir_internal
 from jax._src.interpreters import partial_eval as _pe_src
 from jax._src.interpreters.batching import BatchTrace, BatchTracer
 from jax._src.lib.mlir import ir
@@ -38,6 +52,14 @@ from jax.extend.core import ClosedJaxpr, Jaxpr, Primitive
 from jax.extend.core import primitives as _prims
 from jax.interpreters import ad, batching, mlir
 from jax.interpreters import partial_eval as _pe
+
+try:  # JAX >= 0.5.0
+    from jax import ffi
+    from jax._src import ffi as _ffi_internal
+except ImportError:  # JAX 0.4.3x
+    from jax.extend import ffi
+
+    _ffi_internal = None
 
 __all__ = [
     "ClosedJaxpr",
@@ -50,9 +72,12 @@ __all__ = [
     "batched_like_vmap",
     "batching",
     "block_function_name",
+    "build_ffi_lowering_function",
     "dce_rule",
+    "ffi",
     "inline_closed_jaxpr",
     "ir",
+    "ir_attribute",
     "lowering_rule",
     "lowering_scratch",
     "mlir",
@@ -61,6 +86,7 @@ __all__ = [
     "new_var",
     "optimization_barrier",
     "register_dce_rule",
+    "register_lowering",
 ]
 
 
@@ -71,7 +97,8 @@ def dce_rule(prim: Primitive):
 
 def register_dce_rule(prim: Primitive, rule) -> None:
     """``rule(used_outputs, eqn) -> (used_inputs, new_eqn)`` decides what of ``prim`` survives
-    dead-code elimination of jaxprs."""
+    dead-code elimination of jaxprs. (JAX asks the rule from 0.4.36 on; before, an equation with
+    no used result and no effect was dropped unasked, which is why 0.4.36 is the floor.)"""
     _pe.dce_rules[prim] = rule
 
 
@@ -80,20 +107,88 @@ def lowering_scratch(ctx: mlir.LoweringRuleContext, key) -> dict:
     return ctx.module_context.cached_primitive_lowerings.setdefault(key, {})
 
 
-def nested_primitives(names) -> dict[str, Primitive]:
-    """Those of the primitives named (as in ``jax.extend.core.primitives``) that this JAX has."""
-    return {n: getattr(_prims, n) for n in names if getattr(_prims, n, None) is not None}
+# An MLIR attribute from a Python or NumPy value; public in jax.interpreters.mlir from JAX 0.7.1.
+ir_attribute = _mlir_internal.ir_attribute
+
+# jax.ffi.build_ffi_lowering_function: public from JAX 0.7.1, in jax._src.ffi in 0.6.0..0.7.0, absent
+# before; skip_ffi_layout_processing (no layout constraints at all) from 0.7.0.
+_build_ffi_lowering_function = getattr(ffi, "build_ffi_lowering_function", None) or getattr(
+    _ffi_internal, "build_ffi_lowering_function", None)
+_HAS_SKIP_LAYOUTS = _build_ffi_lowering_function is not None and (
+    "skip_ffi_layout_processing" in inspect.signature(_build_ffi_lowering_function).parameters)
+
+
+def build_ffi_lowering_function(target: str, *, skip_ffi_layout_processing: bool = False, **kwargs):
+    """``jax.ffi.build_ffi_lowering_function`` of JAX 0.10: ``(ctx, *operands) -> ir.Operation``."""
+    if _HAS_SKIP_LAYOUTS:
+        return _build_ffi_lowering_function(target, skip_ffi_layout_processing=skip_ffi_layout_processing,
+                                            **kwargs)
+    if _build_ffi_lowering_function is not None and not skip_ffi_layout_processing:
+        return _build_ffi_lowering_function(target, **kwargs)
+    # Older JAX: the same FFI custom call, made as the builder makes it.
+    kwargs["backend_config"] = kwargs.get("backend_config") or {}
+
+    def lowering(ctx: mlir.LoweringRuleContext, *operands: ir.Value):
+        return _mlir_internal.custom_call(target, operands=list(operands), api_version=4, **kwargs)
+
+    return lowering
+
+
+# Primitive lowerings are cached per module (and ``cacheable=False`` opts out) from JAX 0.7.0;
+# before, nothing was cached unless a rule asked for it, and the keyword did not exist. So on
+# JAX < 0.7 every rule is what 0.7 calls uncached, and ordering.py's uncached wrappers only
+# delegate.
+_HAS_CACHEABLE = "cacheable" in inspect.signature(mlir.register_lowering).parameters
+
+
+def register_lowering(prim: Primitive, rule, *, platform: str | None = None, cacheable: bool = True) -> None:
+    """``mlir.register_lowering`` of JAX 0.10."""
+    mlir.register_lowering(prim, rule, platform=platform, **({"cacheable": cacheable} if _HAS_CACHEABLE else {}))
+
+
+# Constructs named as in jax.extend.core.primitives of JAX 0.10 whose primitive this JAX has
+# elsewhere or under another name (each is wrapped too where both exist):
+_OTHER_PRIMITIVES = {
+    # jit_p was pjit_p (jax._src.pjit, not in jax.extend.core.primitives) before JAX 0.7.0.
+    "jit_p": [getattr(_pjit, "pjit_p", None)],
+    # remat_p is in jax.extend.core.primitives only from JAX 0.8 (jax._src.ad_checkpoint always).
+    "remat_p": [getattr(_ad_checkpoint, "remat_p", None)],
+    # custom_vjp functions were staged as custom_vjp_call_jaxpr (computation in ``fun_jaxpr``,
+    # lowered inline by lower_fun) up to JAX 0.6.0; custom_vjp_call from 0.6.1.
+    "custom_vjp_call_p": [getattr(_custom_derivatives, "custom_vjp_call_jaxpr_p", None)],
+}
+
+
+def nested_primitives(names) -> list[tuple[str, Primitive]]:
+    """``(name, primitive)`` for each of the constructs named (as in ``jax.extend.core.primitives``
+    of JAX 0.10) that this JAX has, one pair per primitive it lowers that construct as (up to JAX
+    0.6.0, custom_vjp_call_p exists but is never lowered: it has no rule)."""
+    found = []
+    for name in names:
+        prims = [getattr(_prims, name, None), *_OTHER_PRIMITIVES.get(name, ())]
+        for prim in dict.fromkeys(p for p in prims if p is not None and p in mlir._lowerings):
+            found.append((name, prim))
+    return found
 
 
 def lowering_rule(prim: Primitive):
-    """The lowering rule JAX has registered for ``prim`` on every platform."""
+    """The lowering rule JAX has registered for ``prim`` on every platform (JAX >= 0.7 keeps an
+    entry with the rule and whether it may be cached, earlier JAX the rule itself)."""
     entry = mlir._lowerings[prim]
     return getattr(entry, "rule", entry)
 
 
 def inline_closed_jaxpr(ctx: mlir.LoweringRuleContext, closed: ClosedJaxpr, *args):
     """Lower ``closed`` applied to ``args`` in the current block (no function of its own)."""
-    return _custom_jvp_vjp_call_lowering(ctx, *args, call_jaxpr=closed)
+    if hasattr(_custom_derivatives, "_custom_jvp_vjp_call_lowering"):  # JAX >= 0.7.0
+        return _custom_derivatives._custom_jvp_vjp_call_lowering(ctx, *args, call_jaxpr=closed)
+    # JAX < 0.7: what its rule for custom_jvp_call (_custom_jvp_call_mlir_translation, whose
+    # parameters change between releases) does; jaxpr_subcomp's signature is that of 0.4.36..0.7.0.
+    out, tokens = mlir.jaxpr_subcomp(ctx.module_context, closed.jaxpr, ctx.name_stack, ctx.tokens_in,
+                                     _mlir_internal._ir_consts(closed.consts), *args,
+                                     dim_var_values=ctx.dim_var_values)
+    ctx.set_tokens_out(tokens)
+    return out
 
 
 def new_var(aval) -> _core.Var:

@@ -69,6 +69,29 @@ def check_mpi_match(build: dict, loaded_by_ffi: str, loaded_by_mpi4py: str) -> N
         )
 
 
+def _release(version: str) -> tuple[int, ...]:
+    """(0, 10, 2) from '0.10.2' or '0.10.2.dev20260101'; () when there is no number."""
+    numbers = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        numbers.append(int(part))
+    return tuple(numbers)
+
+
+def check_jaxlib_match(built_with: str, installed: str) -> None:
+    """Raise ImportError when the extension was compiled against a newer jaxlib than the one
+    installed: XLA would refuse its handlers' FFI API version when the CPU backend starts,
+    and no JAX computation would run in this process (older headers work with newer XLA)."""
+    if _release(built_with) and _release(installed) and _release(built_with) > _release(installed):
+        raise ImportError(
+            f"mpinb: the collective library was compiled against jaxlib {built_with}, newer than "
+            f"the installed jaxlib {installed}. Rebuild it against the installed one:\n"
+            "    pip install cython setuptools && pip install --no-build-isolation --force-reinstall --no-deps -e .\n"
+            "(a build with isolation compiles against the newest jaxlib allowed)."
+        )
+
+
 def _off(value: str) -> bool:
     return value.strip().lower() in ("0", "false", "no", "off")
 
@@ -117,11 +140,14 @@ def load():
                 "collectives from its worker threads, which needs at least MPI_THREAD_SERIALIZED. "
                 "Do not set mpi4py.rc.thread_level below 'serialized'."
             )
+        from jaxlib.version import __version__ as jaxlib_version
+
+        check_jaxlib_match(ext.build_info().get("jaxlib", ""), jaxlib_version)
         ext.initialize()
-        import jax
+        from .jax_compat import ffi
 
         for name, capsule in ext.registrations().items():
-            jax.ffi.register_ffi_target(name, capsule, platform="cpu", api_version=1)
+            ffi.register_ffi_target(name, capsule, platform="cpu", api_version=1)
         if os.environ.get(DEBUG_ENV, "").strip() and not _off(os.environ[DEBUG_ENV]):
             ext.set_debug(True)
         if os.environ.get(CHECKED_ENV, "").strip() and not _off(os.environ[CHECKED_ENV]):

@@ -45,6 +45,7 @@ from .jax_compat import (
     new_var,
     optimization_barrier,
     register_dce_rule,
+    register_lowering,
 )
 
 ORDER_DTYPE = np.dtype(np.int8)
@@ -104,8 +105,8 @@ def _exit_lowering(ctx):
     return [optimization_barrier(take_order(ctx))]
 
 
-mlir.register_lowering(order_enter_p, _enter_lowering, cacheable=False)
-mlir.register_lowering(order_exit_p, _exit_lowering, cacheable=False)
+register_lowering(order_enter_p, _enter_lowering, cacheable=False)
+register_lowering(order_exit_p, _exit_lowering, cacheable=False)
 ORDERED.update((order_enter_p, order_exit_p))
 
 
@@ -229,11 +230,10 @@ def _cond(rule, jaxpr_param: str):
     return lowering
 
 
-# construct (its primitive in jax.extend.core.primitives) -> (how its rule is wrapped, the
-# parameter holding its computation)
+# construct (its primitive in jax.extend.core.primitives of JAX 0.10; jax_compat.nested_primitives
+# finds it in older JAX) -> (how its rule is wrapped, the parameter holding its computation)
 THREADING = {
     "jit_p": (_inlined, "jaxpr"),
-    "pjit_p": (_inlined, "jaxpr"),  # the name of jit_p before JAX 0.7
     "closed_call_p": (_inlined, "call_jaxpr"),
     "call_p": (_inlined, "call_jaxpr"),
     "remat_p": (_uncached, "jaxpr"),
@@ -247,14 +247,14 @@ THREADING = {
 
 def install() -> None:
     """Wrap JAX's lowering and dead-code rules of the nested constructs (once per process)."""
-    for name, prim in nested_primitives(THREADING).items():
+    for name, prim in nested_primitives(THREADING):
         rule = lowering_rule(prim)
         if getattr(rule, "_mpinb_threaded", False):
             continue
         wrap, param = THREADING[name]
         threaded = wrap(rule, param)
         threaded._mpinb_threaded = True
-        mlir.register_lowering(prim, threaded, cacheable=False)
+        register_lowering(prim, threaded, cacheable=False)
         register_dce_rule(prim, _kept(dce_rule(prim)))
 
 

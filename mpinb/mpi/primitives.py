@@ -29,12 +29,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import partial
 
-import jax
 import numpy as np
 
 from ..optable import OPS
 from . import library
-from .jax_compat import Primitive, apply_primitive, ir, mlir, register_dce_rule
+from .jax_compat import (
+    Primitive,
+    apply_primitive,
+    build_ffi_lowering_function,
+    ir,
+    ir_attribute,
+    mlir,
+    register_dce_rule,
+    register_lowering,
+)
 from .ordering import ORDER_AVAL, ORDER_DTYPE, ORDERED, leave_order, take_order
 
 
@@ -59,8 +67,8 @@ def _nbytes(aval) -> int:
 
 def _ir_attr(value) -> ir.Attribute:
     if isinstance(value, (tuple, list, np.ndarray)):
-        return mlir.ir_attribute(np.asarray(value, dtype=np.int64))
-    return mlir.ir_attribute(np.int64(value))
+        return ir_attribute(np.asarray(value, dtype=np.int64))
+    return ir_attribute(np.int64(value))
 
 
 def _keep_alive_dce(used_outputs: list[bool], eqn):
@@ -124,7 +132,7 @@ def make_primitive(
         if sorted(attrs) != sorted(OPS[name]):  # the handler would refuse it: say where
             raise TypeError(f"mpinb_{name}: lowered with attributes {sorted(attrs)}, but its handler "
                             f"reads {sorted(OPS[name])} (mpinb/optable.py)")
-        build = jax.ffi.build_ffi_lowering_function(
+        build = build_ffi_lowering_function(
             target,
             **layout_kwargs,
             backend_config={k: _ir_attr(v) for k, v in attrs.items()},
@@ -139,6 +147,6 @@ def make_primitive(
         return results[:-1]
 
     # Not cacheable: each equation must take the ordering buffer of the one before it.
-    mlir.register_lowering(prim, lowering, platform="cpu", cacheable=False)
+    register_lowering(prim, lowering, platform="cpu", cacheable=False)
     ORDERED.add(prim)
     return prim

@@ -9,6 +9,7 @@ import pytest
 from mpinb import mpi, optable
 from mpinb.mpi import collectives as ops
 from mpinb.mpi import library, primitives
+from mpinb.mpi.jax_compat import ffi
 from mpinb.mpi.validation import resolve_comm
 
 
@@ -33,7 +34,7 @@ def test_a_primitive_with_other_attributes_than_its_row_is_refused_at_lowering()
 def _raw_call(target, x, **attrs):
     """A custom call made by hand, as a buggy lowering would: data, then the ordering buffer."""
     out = (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct((), primitives.ORDER_DTYPE))
-    call = jax.ffi.ffi_call(target, out, has_side_effect=True)
+    call = ffi.ffi_call(target, out, has_side_effect=True)
     return call(x, jnp.zeros((), primitives.ORDER_DTYPE), **{k: np.int64(v) for k, v in attrs.items()})
 
 
