@@ -6,8 +6,11 @@ exchange), and mpi4jax when it is importable.
                                                   [--warm-up SECONDS]
 
 Each cell is the median over 5 rounds of (time for a batch of calls) / (calls in the batch); the
-rounds interleave the columns (raw, mpinb, checked, mpi4jax), so drift of the machine affects all
-alike. The raw baseline reuses preallocated NumPy buffers that earlier calls already touched.
+rounds interleave the columns (raw, raw pp, mpinb, checked, loop, mpi4jax), so drift of the machine
+affects all alike. The raw baseline reuses preallocated NumPy buffers that earlier calls already
+touched; "raw pp" ping-pongs two of them (each result is the next operand, as a loop carry is)
+and is the floor the "in loop" column (the collective alone as a fori_loop body, per iteration)
+is divided by.
 Ranks are synchronised with a barrier before every batch and rank 0 reports the slowest rank's
 time. ``--warm-up S`` first runs S seconds of other work, as a long notebook session does before
 a measurement: jitted collectives of random shapes (new compiled programs, new XLA buffers) and
@@ -90,6 +93,24 @@ def raw_calls(op: str, nbytes: int):
     return lambda: COMM.Allreduce(send, recv, op=MPI.SUM)
 
 
+def raw_ping_pong(op: str, nbytes: int):
+    """The raw floor of a loop: each call's result is the next call's operand (two preallocated,
+    touched buffers used in turn), as a loop carry is; the data changes between calls."""
+    count = max(1, nbytes // 4)
+    bufs = [np.ones(count, np.float32), np.ones(count, np.float32)]
+    turn = [0]
+
+    def call():
+        a, b = bufs[turn[0]], bufs[1 - turn[0]]
+        if op == "alltoall":
+            COMM.Alltoall(a, b)
+        else:
+            COMM.Allreduce(a, b, op=MPI.SUM)
+            b *= 0.5  # keep the values bounded (NumPy in place; small next to the allreduce)
+        turn[0] = 1 - turn[0]
+    return call
+
+
 def jax_input(op: str, nbytes: int):
     count = max(1, nbytes // 4)
     if op == "alltoall":
@@ -110,12 +131,14 @@ LOOP = 50  # collectives per call in the fori_loop column
 
 
 def in_loop(op: str, nbytes: int):
-    """LOOP collectives inside one jitted fori_loop, per collective: no dispatch per call."""
+    """LOOP collectives inside one jitted fori_loop, per collective: no dispatch per call. The
+    body is the collective alone, as the raw column is (allreduce's values grow by the number of
+    ranks per iteration: 2**50 after 50 iterations on 2 ranks, finite in float32)."""
     x = jax_input(op, nbytes)
-    if op == "alltoall":
-        body = lambda i, a: mpinb_mpi.alltoall(a)  # noqa: E731
-    else:
-        body = lambda i, a: mpinb_mpi.allreduce(a, op=MPI.SUM) * 0.5  # noqa: E731
+
+    def body(i, a):
+        return mpinb_mpi.alltoall(a) if op == "alltoall" else mpinb_mpi.allreduce(a, op=MPI.SUM)
+
     f = jax.jit(lambda a: jax.lax.fori_loop(0, LOOP, body, a))
     return lambda: f(x).block_until_ready()
 
@@ -169,13 +192,15 @@ def main(argv=None):
     rows = []
     for op in ("alltoall", "allreduce"):
         for nbytes in sizes:
-            calls = {"raw": raw_calls(op, nbytes), "mpinb": jitted(mpinb_mpi, op, nbytes)}
+            calls = {"raw": raw_calls(op, nbytes), "raw_pp": raw_ping_pong(op, nbytes),
+                     "mpinb": jitted(mpinb_mpi, op, nbytes)}
             calls["checked"] = in_checked_mode(calls["mpinb"])
             calls["loop"] = in_loop(op, nbytes)
             if mpi4jax:
                 calls["mpi4jax"] = jitted(mpi4jax, op, nbytes)
             t = interleaved(calls, args.seconds, args.reps)
-            rows.append((op, nbytes, t["raw"], t["mpinb"], t["checked"], t["loop"] / LOOP, t.get("mpi4jax")))
+            rows.append((op, nbytes, t["raw"], t["raw_pp"], t["mpinb"], t["checked"], t["loop"] / LOOP,
+                         t.get("mpi4jax")))
             if RANK == 0:
                 print(f"  measured {op} {human(nbytes)}", file=sys.stderr, flush=True)
     floor = interleaved({"noop": noop(16)}, args.seconds, args.reps)["noop"]
@@ -188,17 +213,17 @@ def main(argv=None):
     print(f"jitted no-op (dispatch floor): {floor * 1e6:.1f} us per call")
     print(f"warm-up: {args.warm_up:g} s ({steps} steps of other collectives and allocations); "
           f"huge pages: {mpinb_mpi.library.load().huge_pages()}\n")
-    head = (f"{'op':<10} {'size':>8} | {'raw us':>9} {'mpinb us':>9} {'checked us':>10} {'in loop us':>10} "
-            f"{'mpi4jax us':>10} | {'mpinb/raw':>9} {'checked/mpinb':>13} {'loop/raw':>8} {'mpi4jax/raw':>11} "
-            f"{'mpinb/mpi4jax':>13}")
+    head = (f"{'op':<10} {'size':>8} | {'raw us':>9} {'raw pp us':>9} {'mpinb us':>9} {'checked us':>10} "
+            f"{'in loop us':>10} {'mpi4jax us':>10} | {'mpinb/raw':>9} {'checked/mpinb':>13} {'loop/raw pp':>11} "
+            f"{'mpi4jax/raw':>11} {'mpinb/mpi4jax':>13}")
     print(head)
     print("-" * len(head))
-    for op, nbytes, raw, ours, checked, loop, theirs in rows:
+    for op, nbytes, raw, raw_pp, ours, checked, loop, theirs in rows:
         t = f"{fmt(theirs):>10}" if theirs else f"{'-':>10}"
         r2 = f"{theirs / raw:11.2f}" if theirs else f"{'-':>11}"
         r3 = f"{ours / theirs:13.2f}" if theirs else f"{'-':>13}"
-        print(f"{op:<10} {human(nbytes):>8} | {fmt(raw)} {fmt(ours)} {fmt(checked):>10} {fmt(loop):>10} {t} | "
-              f"{ours / raw:9.2f} {checked / ours:13.2f} {loop / raw:8.2f} {r2} {r3}")
+        print(f"{op:<10} {human(nbytes):>8} | {fmt(raw)} {fmt(raw_pp)} {fmt(ours)} {fmt(checked):>10} "
+              f"{fmt(loop):>10} {t} | {ours / raw:9.2f} {checked / ours:13.2f} {loop / raw_pp:11.2f} {r2} {r3}")
 
 
 if __name__ == "__main__":

@@ -259,7 +259,7 @@ def loaded_library_version():
 
 def initialize():
     """Record the world rank for messages; MPI must already be initialised (by mpi4py)."""
-    global g_world_rank
+    global g_world_rank, g_collapse_on
     cdef int flag = 0
     MPI_Initialized(&flag)
     if not flag:
@@ -269,6 +269,7 @@ def initialize():
         MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN,
                                <MPI_Comm_delete_attr_function*>_free_counter,
                                &g_counter_keyval, NULL)
+    g_collapse_on = collapse_supported()
     if g_shadow_keyval == MPI_KEYVAL_INVALID:
         MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN,
                                <MPI_Comm_delete_attr_function*>_free_shadow,
@@ -305,9 +306,10 @@ def set_huge_pages(bint enabled):
 
 
 def huge_pages():
-    """{"enabled", "collapse", "pages" (2 MiB pages advised), "budget_s" (collapse time left)}."""
+    """{"enabled", "collapse" (the kernel collapses: Linux 6.1+), "pages" (2 MiB pages advised),
+    "collapsed", "collapse_failed" (of those), "budget_s" (collapse time left)}."""
     return {"enabled": bool(g_huge_on), "collapse": bool(g_collapse_on), "pages": g_huge_pages,
-            "budget_s": g_huge_budget}
+            "collapsed": g_collapsed, "collapse_failed": g_collapse_failed, "budget_s": g_huge_budget}
 
 
 def get_checked():

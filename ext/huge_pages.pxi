@@ -12,6 +12,10 @@
 
 cdef extern from "<sys/mman.h>" nogil:
     int madvise(void* addr, size_t length, int advice)
+    void* mmap(void* addr, size_t length, int prot, int flags, int fd, long offset)
+    int munmap(void* addr, size_t length)
+    int PROT_READ, PROT_WRITE, MAP_PRIVATE, MAP_ANONYMOUS
+    void* MAP_FAILED
 
 cdef extern from "<errno.h>" nogil:
     int errno
@@ -32,6 +36,26 @@ cdef int g_huge_on = 1
 cdef int g_collapse_on = 1
 cdef double g_huge_budget = 5.0   # seconds of collapsing allowed per process
 cdef int64_t g_huge_pages = 0     # 2 MiB pages advised so far
+cdef int64_t g_collapsed = 0      # 2 MiB pages collapsed into a huge page
+cdef int64_t g_collapse_failed = 0  # 2 MiB pages the kernel would not collapse (busy, unsuitable)
+
+
+cdef int collapse_supported() noexcept nogil:
+    """Whether this kernel knows MADV_COLLAPSE (Linux 6.1+): tried once on a private anonymous
+    region of our own. A later failure on some buffer only means that range could not be
+    collapsed (memory too fragmented, a range the kernel finds unsuitable), not that collapsing
+    never works: judging from one such failure turned it off for the rest of the process."""
+    cdef size_t length = 2 * HUGE_PAGE
+    cdef char* region = <char*>mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    cdef char* page
+    cdef int ok
+    if <void*>region == MAP_FAILED:
+        return 1
+    page = <char*>((<uptr>region + HUGE_PAGE - 1) & ~(<uptr>HUGE_PAGE - 1))
+    page[0] = 1
+    ok = not (madvise(page, HUGE_PAGE, ADVISE_COLLAPSE) != 0 and errno == EINVAL)
+    munmap(region, length)
+    return ok
 
 
 cdef bint remember_huge(uptr page) noexcept nogil:
@@ -60,7 +84,7 @@ cdef int64_t dtype_bytes(XLA_FFI_DataType t) noexcept nogil:
 
 
 cdef void prefer_huge_pages(const XLA_FFI_Buffer* b) noexcept nogil:
-    global g_huge_on, g_collapse_on, g_huge_budget, g_huge_pages
+    global g_huge_on, g_collapse_on, g_huge_budget, g_huge_pages, g_collapsed, g_collapse_failed
     cdef int64_t nbytes = nelems(b) * dtype_bytes(b.dtype)
     cdef uptr lo, hi, page
     cdef double t0
@@ -77,8 +101,10 @@ cdef void prefer_huge_pages(const XLA_FFI_Buffer* b) noexcept nogil:
             g_huge_pages += 1
             if g_collapse_on and g_huge_budget > 0:
                 t0 = MPI_Wtime()
-                if madvise(<void*>page, HUGE_PAGE, ADVISE_COLLAPSE) != 0 and errno == EINVAL:
-                    g_collapse_on = 0  # a kernel before 6.1: new faults still get huge pages
+                if madvise(<void*>page, HUGE_PAGE, ADVISE_COLLAPSE) == 0:
+                    g_collapsed += 1
+                else:
+                    g_collapse_failed += 1
                 g_huge_budget -= MPI_Wtime() - t0
         page += HUGE_PAGE
 
