@@ -234,22 +234,24 @@ def swap_cols_for_rows(x, comm=None):
     return got.swapaxes(0, 1).reshape(big_n // p, p * m, *rest)
 
 
-def fft2_slab(block):
-    """Rows (N0/P, N1) of A -> rows (N1/P, N0) of fft2(A).T."""
-    b = jnp.fft.fft(block, axis=1)
+def _slab_2d(block, transform):
+    """``transform`` along the local axis, the distributed transpose (reshape -> transpose ->
+    alltoall), ``transform`` along the other axis."""
+    b = transform(block, axis=1)
     p = mpi.default_comm().Get_size()
     n, m = b.shape
     t = mpi.alltoall(b.reshape(n, p, m // p).transpose(1, 0, 2)).reshape(p * n, m // p).T
-    return jnp.fft.fft(t, axis=1)
+    return transform(t, axis=1)
+
+
+def fft2_slab(block):
+    """Rows (N0/P, N1) of A -> rows (N1/P, N0) of fft2(A).T."""
+    return _slab_2d(block, jnp.fft.fft)
 
 
 def ifft2_slab(block):
     """The inverse of ``fft2_slab``: rows (N1/P, N0) of fft2(A).T -> rows (N0/P, N1) of A."""
-    b = jnp.fft.ifft(block, axis=1)
-    p = mpi.default_comm().Get_size()
-    n, m = b.shape
-    t = mpi.alltoall(b.reshape(n, p, m // p).transpose(1, 0, 2)).reshape(p * n, m // p).T
-    return jnp.fft.ifft(t, axis=1)
+    return _slab_2d(block, jnp.fft.ifft)
 
 
 def test_fft2_slab(world):
