@@ -130,13 +130,12 @@ def holds_collective(jaxpr: Jaxpr) -> bool:
     """Whether ``jaxpr`` or any computation nested in it calls an mpinb collective."""
     answer = _HOLDS.get(jaxpr)
     if answer is None:
-        answer = _HOLDS[jaxpr] = any(
-            eqn.primitive in ORDERED or any(holds_collective(j) for j in _sub_jaxprs(eqn.params))
-            for eqn in jaxpr.eqns)
+        answer = _HOLDS[jaxpr] = any(eqn.primitive in ORDERED or _eqn_holds_collective(eqn) for eqn in jaxpr.eqns)
     return answer
 
 
 def _eqn_holds_collective(eqn) -> bool:
+    """Whether a computation nested in ``eqn`` (a loop body, a branch, a called jaxpr) holds one."""
     return any(holds_collective(j) for j in _sub_jaxprs(eqn.params))
 
 
