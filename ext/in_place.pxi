@@ -1,9 +1,10 @@
 # In-place alltoall. Inside a loop body XLA may let the result share the operand's buffer (the
 # loop carry), which saves the copy of the whole carry it makes every iteration otherwise
-# (16 MiB: 2.2x raw per iteration with the copy). MPICH's own MPI_IN_PLACE alltoall was slower
-# than out of place at 1 MiB here, so the exchange is done pairwise: in round k rank r and
-# rank (k - r) mod size swap their blocks for each other through a scratch buffer; the own
-# block stays where it is. The messages travel on a duplicate of the communicator, made once
+# (16 MiB: 2.2x raw per iteration with the copy). The exchange is done pairwise: in round k
+# rank r and rank (k - r) mod size swap their blocks for each other through a scratch buffer;
+# the own block stays where it is. Measured with mpi4py on 2 ranks at 1 MiB: this swap 101-103 us,
+# MPICH's own MPI_IN_PLACE alltoall 105 us, an out-of-place alltoall ping-ponging two buffers
+# 87-89 us. The messages travel on a duplicate of the communicator, made once
 # per communicator (a collective call, which every rank reaches here), so they never match a
 # receive of the program. Called with the collective lock held.
 
