@@ -206,8 +206,11 @@ def run_cell(cluster, code: str, *, ranks=None, compare: bool = False, hlo: bool
         call each is blocked in.
     show: names of variables to summarise per rank.
     stream: callback(rank, "stdout"|"stderr"|"error", text) receiving output and errors while
-        the cell runs; if it has a ``tick()`` method, that is called after each poll (a
-        throttled stream sends what it holds when its interval is up).
+        the cell runs; if it has a ``state(rank, state, seconds, inflight, error_name)`` method,
+        that is told each rank's state after each poll ("running" with the seconds since the
+        cell started and the collective it waits in, or "finished"/"failed" with the rank's
+        time); if it has a ``tick()`` method, that is called after each poll (a throttled stream
+        sends what it holds when its interval is up).
     grace: once a rank failed or died, seconds the others get to finish before the result is
         reported (fail fast instead of waiting for ranks blocked in a collective).
     label, header: how tracebacks name the cell (``In[5]``: ``Cell In[5], line 4``) and the
@@ -310,9 +313,24 @@ class CellRun:
                 rec = self.record(r)
                 if self.stream is not None and not rec.ok and rec.error:
                     self.stream(r, "error", str(rec.error))
+        self._pass_states()
         tick = getattr(self.stream, "tick", None)
         if tick is not None:
             tick()
+
+    def _pass_states(self) -> None:
+        """Tell a stream that shows the ranks' states (``state()``) where each rank is: running
+        for how long and in which collective, finished in how long, or failed with what."""
+        report = getattr(self.stream, "state", None)
+        if report is None:
+            return
+        now = time.perf_counter()
+        for r, ar in self.pending.items():
+            if not ar.ready():
+                report(r, "running", now - self.t0, self.cluster.inflight(r), None)
+                continue
+            rec = self.record(r)
+            report(r, "finished" if rec.ok else "failed", rec.elapsed, None, rec.error.ename if rec.error else None)
 
     def _pass_new_output(self, r: int, ar) -> None:
         """Pass the stdout and stderr ``r`` printed since the last call to ``stream``."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import sys
+import time
 
 from . import hlo, images, timeline
 from .grouping import label, merge_sections
@@ -316,17 +317,33 @@ def mimebundle(result) -> dict:
     return bundle
 
 
+def live_words(state: str, seconds: float, inflight: dict | None, error_name: str | None) -> str:
+    """A rank's state while its cell runs, as its live header says it: 'running 5 s, blocked
+    in allreduce (call 2, 12 B, waiting 4.9 s)', 'finished in 0.01 s', 'failed (ValueError)'."""
+    if state == "running":
+        if inflight:
+            from .cell import describe_inflight
+
+            return f"running {seconds:.0f} s, {describe_inflight(inflight)}"
+        return f"running {seconds:.0f} s"
+    if state == "failed":
+        return f"failed ({error_name})" if error_name else "failed"
+    return f"{state} in {seconds:.2f} s"
+
+
 class LiveOutput:
     """Streams each rank's output while a cell runs, throttled and appended: in a notebook into
     one ipywidgets ``Output`` area per rank (what is printed inside it is appended by the front
     end, never resent), elsewhere as ``[stdout:N]`` prefixed lines. At most ``max_lines`` lines
     per rank are streamed (the final view has the head and tail of everything, the result all
     of it); text is sent at most every ``interval`` seconds (``tick()``, called by the cell's
-    wait loop, sends what is due even when no new text comes)."""
+    wait loop, sends what is due even when no new text comes). Above each rank's area, its
+    state and time while the cell runs (``state()``)."""
 
     def __init__(self, ranks, use_widgets: bool | None = None, max_lines: int | None = 200,
-                 interval: float = 0.2):
+                 interval: float = 0.2, state_interval: float = 0.5):
         self.ranks = list(ranks)
+        self.state_interval = state_interval
         self.use_widgets = widgets_available() if use_widgets is None else use_widgets
         self.max_lines = max_lines or None
         self.interval = interval
@@ -336,6 +353,9 @@ class LiveOutput:
         self.lines: dict[int, int] = dict.fromkeys(self.ranks, 0)
         self.cut: set[int] = set()
         self.last_flush: float | None = None  # never: the first text goes out at once
+        self.headers = {}
+        self.states: dict[int, tuple[str, str]] = {}  # rank -> (state, words) shown in its header
+        self.last_states: float | None = None         # when the headers were last updated
         if self.use_widgets:
             import ipywidgets as w
             from IPython.display import display
@@ -343,7 +363,8 @@ class LiveOutput:
             self.areas = {r: w.Output(layout=w.Layout(flex="1 1 0", min_width="14em", max_height="12em",
                                                       overflow="auto", border="1px solid #ddd"))
                           for r in self.ranks}
-            columns = [w.VBox([w.HTML(f"<b>rank {r}</b>"), self.areas[r]], layout=w.Layout(flex="1 1 0"))
+            self.headers = {r: w.HTML(self._header(r, "starting", "")) for r in self.ranks}
+            columns = [w.VBox([self.headers[r], self.areas[r]], layout=w.Layout(flex="1 1 0"))
                        for r in self.ranks[:RANKS_PER_PAGE]]
             self.handle = display(w.HBox(columns, layout=w.Layout(flex_flow="row wrap")), display_id=True)
 
@@ -366,10 +387,31 @@ class LiveOutput:
         self.pending[(rank, stream)] = self.pending.get((rank, stream), "") + text
         self.tick()
 
+    @staticmethod
+    def _header(rank: int, state: str, words: str) -> str:
+        color = STATE_COLORS.get(state, "#555")
+        detail = (f" <span class='mpinb-live-state' data-state='{state}' style='color:{color}'>"
+                  f"{html.escape(words)}</span>")
+        return f"<div class='mpinb-live' data-rank='{rank}'><b>rank {rank}</b>{detail if words else ''}</div>"
+
+    def state(self, rank: int, state: str, seconds: float, inflight: dict | None, error_name: str | None) -> None:
+        """Show where ``rank`` is (its header, above its output; widgets only): running for how
+        long and in which collective, or finished or failed, updated at most every
+        ``state_interval`` seconds."""
+        if rank not in self.headers:
+            return
+        self.states[rank] = (state, live_words(state, seconds, inflight, error_name))
+        now = time.monotonic()
+        if self.last_states is not None and now - self.last_states < self.state_interval:
+            return
+        self.last_states = now
+        for r, (st, words) in self.states.items():
+            value = self._header(r, st, words)
+            if self.headers[r].value != value:
+                self.headers[r].value = value
+
     def tick(self) -> None:
         """Send what is held if the interval is up."""
-        import time
-
         if self.pending and (self.last_flush is None or time.monotonic() - self.last_flush >= self.interval):
             self.flush()
 
@@ -385,8 +427,6 @@ class LiveOutput:
     def flush(self, partial: bool = False) -> None:
         """Send what is held: whole lines only (a line's end may be in the next chunk), or
         everything with ``partial``."""
-        import time
-
         self.last_flush = time.monotonic()
         for key in list(self.pending):
             text = self.pending[key]

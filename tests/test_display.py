@@ -272,3 +272,19 @@ def test_sixty_four_ranks_read_as_a_few_groups():
     assert "finished: ranks 0-16,18-63 (0.010 s); failed: rank 17 (0.010 s)" in text
     page = display.render_html(res)
     assert page.count("title='rank ") == n and page.count("class='mpinb-rank'") == 4
+
+
+def test_live_headers_show_each_rank_s_state_throttled():
+    """Above each rank's live output: its state and time, in words, coloured by state; updated
+    at most every state_interval seconds (the last state is kept for the next update)."""
+    live = display.LiveOutput([0, 1], use_widgets=True, state_interval=3600)
+    blocked = {"op": "allreduce", "call": 2, "bytes": 12, "peer": -1, "seconds": 4.93}
+    live.state(0, "running", 5.2, blocked, None)
+    live.state(1, "finished", 0.0123, None, None)  # within the interval: held
+    assert "running 5 s, blocked in allreduce (call 2, 12 B, waiting 4.9 s)" in live.headers[0].value
+    assert "data-state='running'" in live.headers[0].value and "finished" not in live.headers[1].value
+    live.state_interval = 0
+    live.state(1, "failed", 0.5, None, "ValueError")
+    assert "failed (ValueError)" in live.headers[1].value and "data-state='failed'" in live.headers[1].value
+    assert display.live_words("finished", 0.0123, None, None) == "finished in 0.01 s"
+    assert display.live_words("running", 2.4, None, None) == "running 2 s"

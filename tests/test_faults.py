@@ -114,6 +114,40 @@ def test_timeout_reports_each_rank_and_its_mpi_call(cluster):
     usable(cluster)
 
 
+class States:
+    """A ``stream`` that keeps the last state ``run_cell`` told it for each rank, and presses
+    stop once ``wanted(states)`` holds (keeping that moment's states in ``seen``)."""
+
+    def __init__(self, wanted):
+        self.wanted, self.now, self.seen = wanted, {}, None
+
+    def __call__(self, rank, kind, text):
+        pass
+
+    def state(self, rank, state, seconds, inflight, error_name):
+        self.now[rank] = (state, seconds, (inflight or {}).get("op"), error_name)
+        if self.seen is None and self.wanted(self.now):
+            self.seen = dict(self.now)
+            raise KeyboardInterrupt
+
+
+def test_live_states_while_a_cell_waits(cluster):
+    """While ranks 0 and 1 wait in barrier for rank 2, which finished the cell without calling
+    it, the stream is told each rank's state: running, in which collective, for how long; rank
+    2 finished. Seen half-way (then the stop button), not only at the end."""
+    def wanted(now):
+        return (now.get(2, ("",))[0] == "finished"
+                and all(now.get(r, ("",))[:3:2] == ("running", "barrier") for r in (0, 1)))
+
+    states = States(wanted)
+    res = cluster.run_cell("if rank != 2:\n    mpi.barrier()", stream=states)
+    assert states.seen is not None, states.now
+    assert states.seen[0][1] > 0 and states.seen[2][1] < states.seen[0][1]
+    assert res.interrupted and res.states[2] == "finished"
+    cluster.restart()
+    usable(cluster)
+
+
 def test_interrupt_frees_ranks_running_python(cluster):
     """Waits until every rank has printed 'tick' (all run the cell's Python), then presses stop."""
     stop = OnOutput("tick", range(3), press_stop)
