@@ -133,7 +133,7 @@ def format_ranks(ranks) -> str:
     return label(ranks, sep=", ")
 
 
-def _variable(name: str) -> str:
+def variable(name: str) -> str:
     """The variable a comparison is about: 'b' for "b['x'][0]"."""
     return re.split(r"[\[.]", name, maxsplit=1)[0]
 
@@ -146,7 +146,7 @@ def summary(per_rank: Mapping[int, list[Comparison]]) -> str:
     close = False
     for rank, comps in sorted(per_rank.items()):
         for c in comps:
-            var = _variable(c.name)
+            var = variable(c.name)
             if c.status in ("different", "missing"):
                 bad.setdefault(var, []).append(rank)
             elif var not in names and not c.quiet:

@@ -86,6 +86,7 @@ def rank_sections(result, rank: int, scales=None) -> list[tuple[str, tuple[str, 
         sections += [("error", [f"error: {rec.error}", _indent(rec.error.traceback)] if rec.error else []),
                      ("eager", [f"eager run failed: {rec.eager_error}"] if rec.eager_error else [])]
         sections += [(f"compare {c.name}", [f"compare: {c}"]) for c in rec.comparisons]
+        sections.append(("hints", [f"hint: {h}" for h in rec.hints]))
         sections.append(("pictures", images.lines(result, rank, scales)))
     return [(name, tuple(line for line in lines if line)) for name, lines in sections]
 

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from . import compare as cmp
-from . import values
+from . import traces, values
 from .records import ErrorInfo, RankRecord
 from .status import fault_path, status_message
 
@@ -348,6 +348,7 @@ def run_cell(code: str, *, compare: bool = False, show: tuple[str, ...] = (), hl
     try:
         CELL_LABELS[f"<mpijax-cell-{cell_no}>"] = label or f"<mpijax-cell-{cell_no}>"
         record = _run_cell(cell_no, code, compare=compare, show=show, hlo=hlo, images=images, header=header)
+        traces.note_traces(_namespace())
         events, record.timeline_dropped = lib.timeline(calls_before)
         record.timeline = [(e["op"], wall0 + e["t0"] - mpi0, wall0 + e["t1"] - mpi0, e["bytes"], e["peer"])
                            for e in events]
@@ -385,6 +386,9 @@ def _run_cell(cell_no, code, *, compare, show, hlo, images, header) -> RankRecor
         assigned = [k for k, v in ns.items() if not k.startswith("_") and (k not in before or before[k] != id(v))]
         record.comparisons = _compare_passes(assigned, ns, value, eager_ns, eager_value,
                                                 tee.copy.getvalue(), eager_stdout)
+        differing = {cmp.variable(c.name) for c in record.comparisons if c.status == "different"}
+        if differing:
+            record.hints = traces.hints(code, ns, differing, stdout_differs="stdout" in differing)
         if images:
             record.diff_images = _diff_images(record.comparisons, ns, eager_ns)
     if hlo:

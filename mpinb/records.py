@@ -53,6 +53,8 @@ class RankRecord:
     timeline_dropped: int = dataclasses.field(default=0, kw_only=True)
     # --compare --images: jit - eager of 2-D values that differ, sampled (values.sample)
     diff_images: dict = dataclasses.field(default_factory=dict, kw_only=True)
+    # --compare: likely causes of its differences, one sentence each (mpinb.traces.hints)
+    hints: list[str] = dataclasses.field(default_factory=list, kw_only=True)
 
     @property
     def engine_died(self) -> bool:

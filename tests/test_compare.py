@@ -65,3 +65,27 @@ def test_format_ranks():
     assert cmp.format_ranks([3]) == "rank 3"
     assert cmp.format_ranks([0, 1, 2, 3]) == "ranks 0-3"
     assert cmp.format_ranks([5, 0, 2, 6, 7]) == "ranks 0, 2, 5-7"
+
+
+def test_traces_name_the_stale_global_and_forget_what_was_traced_again():
+    """mpinb.traces in one process: a jitted function noted after it was traced, a global it
+    reads (inside a nested lambda) changed afterwards, a redefinition, an array global."""
+    import jax
+    import jax.numpy as jnp
+
+    from mpinb import traces
+
+    ns = {"jax": jax, "jnp": jnp, "k": 2, "w": np.ones(3)}
+    exec("f = jax.jit(lambda x: (lambda y: y * k)(x) + w)\nf(jnp.ones(3))", ns)  # noqa: S102
+    traces.note_traces(ns)
+    assert traces.hints("f(jnp.ones(3))", ns, {"z"}, False) == []
+    ns["k"], ns["w"] = 5, np.zeros(3)
+    words = traces.stale_globals(ns["f"])
+    assert words == [("k", "traced when k was 2; it is 5 now"),
+                     ("w", "traced when w was another value; it is a float64[3] array now")]
+    exec("def run():\n    return f(jnp.ones(3))", ns)  # noqa: S102 - called through a plain function
+    assert [h.split(":")[0] for h in traces.hints("z = run()", ns, {"z"}, False)] == [
+        "f was traced when k was 2; it is 5 now", "f was traced when w was another value; it is a float64[3] array now"]
+    exec("f(jnp.ones((2, 3)))", ns)  # noqa: S102 - traced again (a new shape): its globals are current
+    traces.note_traces(ns)
+    assert traces.stale_globals(ns["f"]) == []

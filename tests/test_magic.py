@@ -260,6 +260,13 @@ def test_compare_sees_a_stale_global_in_a_function_of_an_earlier_cell(ip):
     for rank in (0, 1):
         diff = next(c for c in res.records[rank].comparisons if c.name == "r_scaled")
         assert diff.status == "different" and diff.max_abs == 4.0  # 8 under jit, 12 eagerly
+        assert res.records[rank].hints == [
+            "g_scaled was traced when scale was 2.0; it is 3.0 now: a jitted function keeps the globals it "
+            "was traced with (pass scale as an argument, or define g_scaled again)"]
+    assert res.text().count("hint: g_scaled was traced when scale was 2.0") == 1  # both ranks: once
+    # defined again, it is traced with the new value: equal, and no hint
+    res = cell(ip, "--compare", "g_scaled = jax.jit(lambda x: x * scale)\nr_scaled = g_scaled(jnp.full(2, 4.0))")
+    assert res.comparison_summary() == "jit == eager: r_scaled" and not res.records[0].hints
 
 
 def test_compare_sees_trace_time_side_effects(ip):
@@ -280,6 +287,11 @@ def test_compare_sees_trace_time_side_effects(ip):
     assert "y_once" not in summary  # equal: the value itself is right
     out = next(c for c in res.records[1].comparisons if c.name == "stdout")
     assert "the jitted run printed 1 line, the eager run 2" in out.detail
+    assert res.records[0].hints == [
+        "traced_once assigns the global calls, which happens only when traced_once is traced, not at each "
+        "call (return the value instead)",
+        "traced_once calls print, which runs only when traced_once is traced (jax.debug.print prints at "
+        "each call)"]
 
 
 def test_compare_sees_a_changed_closure(ip):
