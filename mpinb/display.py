@@ -91,10 +91,12 @@ def rank_sections(result, rank: int, scales=None) -> list[tuple[str, tuple[str, 
     return [(name, tuple(line for line in lines if line)) for name, lines in sections]
 
 
-def finding_text(w, ranks, link: bool = True) -> str:
-    """One layout finding in plain words, with the ranks it was found on."""
+def finding_text(w, ranks, link: bool = True, brief: bool | None = None) -> str:
+    """One layout finding in plain words, with the ranks it was found on; a small info finding
+    in one line (``brief``, by default for those: ``w.small``)."""
     who = "across ranks" if ranks == [None] else label(r for r in ranks if r is not None)
-    return f"{w.severity} [{w.kind}] {who}: {w.plain(link=link)}"
+    brief = w.small if brief is None else brief
+    return f"{w.severity} [{w.kind}] {who}: {w.brief() if brief else w.plain(link=link)}"
 
 
 def findings(result, by_rank: bool = False) -> list[tuple]:
@@ -226,8 +228,12 @@ def header_html(result) -> str:
 def _finding_html(w, ranks) -> str:
     link = hlo.KINDS[w.kind].link
     anchor = f" See <a href='{html.escape(link)}' target='_blank'>{html.escape(link)}</a>" if link else ""
-    return (f"<div class='mpinb-finding' data-severity='{w.severity}' style='color:{SEVERITY_COLORS[w.severity]}'>"
-            f"{html.escape(finding_text(w, ranks, link=False))}{anchor}</div>")
+    style = f"color:{SEVERITY_COLORS[w.severity]}"
+    full = html.escape(finding_text(w, ranks, link=False, brief=False))
+    if w.small:  # one line; the whole finding one click away
+        return (f"<details class='mpinb-finding' data-severity='{w.severity}' style='{style}'><summary>"
+                f"{html.escape(finding_text(w, ranks))}</summary>{full}{anchor}</details>")
+    return f"<div class='mpinb-finding' data-severity='{w.severity}' style='{style}'>{full}{anchor}</div>"
 
 
 def timeline_html(result) -> str:

@@ -260,6 +260,10 @@ KINDS = {
 }
 
 
+#: an info finding about a copy smaller than this is put in one line (its detail one click away)
+SMALL_COPY_BYTES = 1 << 20
+
+
 @dataclasses.dataclass(frozen=True)
 class HloWarning:
     kind: str        # a key of KINDS
@@ -268,6 +272,7 @@ class HloWarning:
     instruction: str
     message: str
     source: str | None = None
+    nbytes: int | None = None  # the size of what a relayout copies, where known
 
     def __str__(self) -> str:
         where = f" at {self.source}" if self.source else ""
@@ -283,6 +288,17 @@ class HloWarning:
         """What makes two findings the same finding: equal on several ranks, or on the nested
         modules of one jitted call, it is shown once (module names and ranks left out)."""
         return (self.kind, self.instruction, self.message, self.source)
+
+    @property
+    def small(self) -> bool:
+        """An info finding about a copy below SMALL_COPY_BYTES: worth one line, not a paragraph."""
+        return self.severity == "info" and self.nbytes is not None and self.nbytes < SMALL_COPY_BYTES
+
+    def brief(self) -> str:
+        """The finding in one line: what is copied, how much, where; for a small one, that it
+        needs nothing."""
+        where = f" at {self.source}" if self.source else ""
+        return f"XLA copies {_human(self.nbytes or 0)} around a collective{where}: small, nothing to do"
 
     def plain(self, link: bool = True) -> str:
         """The finding in plain words, without severity, rank or module: meaning, where, what to
@@ -368,7 +384,7 @@ def layout_warnings(module: Module, rank: int | None = None) -> list[HloWarning]
                 warnings.append(HloWarning(
                     "relayout", rank, module.name, prod.name,
                     f"{prod.opcode} %{prod.name} materialises {arr} ({_human(arr.nbytes)}) "
-                    f"to feed {target} (%{inst.name})", module.source(prod) or src))
+                    f"to feed {target} (%{inst.name})", module.source(prod) or src, arr.nbytes))
         for user in module.users(inst.name):
             consumers = [user] + (module.users(user.name) if user.opcode == "get-tuple-element" else [])
             for c in consumers:
@@ -378,7 +394,7 @@ def layout_warnings(module: Module, rank: int | None = None) -> list[HloWarning]
                     warnings.append(HloWarning(
                         "relayout", rank, module.name, c.name,
                         f"{c.opcode} %{c.name} relayouts the result of {target} (%{inst.name}){size}",
-                        module.source(c) or src))
+                        module.source(c) or src, arr.nbytes if arr else None))
     return warnings
 
 

@@ -1,5 +1,6 @@
 """The per-rank view rendered from a synthetic result (no cluster, no kernel)."""
 
+import dataclasses
 import zlib
 
 import numpy as np
@@ -288,3 +289,22 @@ def test_live_headers_show_each_rank_s_state_throttled():
     assert "failed (ValueError)" in live.headers[1].value and "data-state='failed'" in live.headers[1].value
     assert display.live_words("finished", 0.0123, None, None) == "finished in 0.01 s"
     assert display.live_words("running", 2.4, None, None) == "running 2 s"
+
+
+def test_a_small_copy_is_one_line_with_its_detail_one_click_away():
+    """An info finding about a copy under hlo.SMALL_COPY_BYTES reads as one line (text view);
+    the HTML view folds the whole finding into a <details> under that line. A large one, or a
+    warning, keeps its paragraph."""
+    res = four_ranks()
+    small = hlo.HloWarning("relayout", 0, "jit_f", "copy.2", "copy %copy.2 materialises f32[4,8]{0,1} (128 B)",
+                           "Cell In[4]:3", 128)
+    large = dataclasses.replace(small, instruction="copy.3", nbytes=hlo.SMALL_COPY_BYTES)
+    res.warnings = [small, large]
+    lines = [ln for ln in display.render_text(res).splitlines() if "[relayout]" in ln]
+    assert lines[0] == ("info [relayout] rank 0: XLA copies 128 B around a collective at Cell In[4]:3: small, "
+                        "nothing to do"), lines
+    assert "What to do:" in lines[1] and "What to do:" not in lines[0]
+    page = display.render_html(res)
+    folded = page[page.index("<details"):page.index("</details>")]
+    assert "<summary>info [relayout] rank 0: XLA copies 128 B" in folded and "What to do:" in folded
+    assert page.count("<details") == 1
