@@ -42,6 +42,32 @@ class ClusterError(RuntimeError):
 
 
 
+class StartProgress:
+    """The progress bar of a cluster's start (tqdm: a widget in a notebook, text elsewhere): one
+    bar from the moment start() is called until the engines are ready, counting the engines as
+    they register and naming the phase, so that its clock and the "ready in" message agree."""
+
+    def __init__(self, n: int, show: bool):
+        self.bar = None
+        if show:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=n, desc="starting the controller", unit="engine",
+                            bar_format="{desc}: {n_fmt}/{total_fmt} engines {bar} {elapsed_s:.1f} s")
+
+    def phase(self, words: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description_str(words)
+
+    def count(self, registered: int) -> None:
+        if self.bar is not None and registered != self.bar.n:
+            self.bar.update(registered - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 class MPICluster:
     """Lifecycle of the engine cluster: ``start``, ``stop``, ``restart``, ``status``.
 
@@ -65,7 +91,7 @@ class MPICluster:
     checked: run the collective library in checked mode on the engines (ranks agree on each
         collective first; a mismatch is an error on every rank instead of a hang).
     start_timeout: seconds to wait for all engines to register.
-    progress: show a progress bar while engines register.
+    progress: show a progress bar while the cluster starts (engines registered, phase, time).
     """
 
     def __init__(self, n: int = 4, *, launcher: str | None = None, mpi_cmd=None, mpi_args=(),
@@ -146,11 +172,22 @@ class MPICluster:
         return self.client is not None
 
     def start(self) -> MPICluster:
-        import ipyparallel as ipp
-
+        """Start the controller and n MPI engines and set them up; raise ClusterError if they do
+        not come up within start_timeout."""
         if self.running:
             raise ClusterError("cluster already running; stop() or restart() it first")
         t0 = time.perf_counter()
+        progress = StartProgress(self.n, self.progress)
+        try:
+            self._start(t0, progress)
+        finally:
+            progress.close()
+        return self
+
+    def _start(self, t0: float, progress: StartProgress) -> None:
+        """The phases of start(): controller, engines registering, engines set up."""
+        import ipyparallel as ipp
+
         self.lost = None
         self.outstanding = {}
         self.workdir = tempfile.mkdtemp(prefix="mpinb-")
@@ -167,7 +204,8 @@ class MPICluster:
                                     cluster_id=self.cluster_id)
         try:
             self.client = self._cluster.start_and_connect_sync()
-            self.client.wait_for_engines(self.n, timeout=self.start_timeout, interactive=self.progress)
+            progress.phase("engines registering")
+            self._wait_for_engines(t0, progress)
         except KeyboardInterrupt:  # the stop button while waiting: leave no job or controller behind
             self._teardown()
             raise
@@ -182,6 +220,7 @@ class MPICluster:
         self.view.block = True
         from . import engine
 
+        progress.phase("setting up the engines")
         infos = self.view.apply_sync(engine.setup, self.dump_root, self.status_dir, self.checked)
         ranks = [info["rank"] for info in infos]
         ids = list(self.client.ids)
@@ -191,7 +230,19 @@ class MPICluster:
         self.engines = infos
         self.started_at = time.time()
         self.start_seconds = time.perf_counter() - t0
-        return self
+        progress.phase("ready")
+
+    def _wait_for_engines(self, t0: float, progress: StartProgress) -> None:
+        """Wait until all n engines registered (TimeoutError after start_timeout), counting them
+        on the progress bar."""
+        while True:
+            registered = len(self.client.ids)
+            progress.count(registered)
+            if registered >= self.n:
+                return
+            if time.perf_counter() - t0 > self.start_timeout:
+                raise TimeoutError(f"{registered} of {self.n} engines registered")
+            time.sleep(0.1)
 
     def _protect_connection_files(self) -> None:
         """Connection files hold the cluster's key: readable by the owner only."""

@@ -136,3 +136,22 @@ def test_no_local_signal_to_an_engine_pid():
                  for n, line in enumerate(p.read_text().splitlines(), 1)
                  if "os.kill(" in line and not line.lstrip().startswith("#")]
     assert not offenders, offenders
+
+
+def test_start_progress_counts_engines_and_ends_at_ready(capsys):
+    """One bar from start() to ready: engines counted as they register, the phase named; at the
+    end it says ready with every engine counted (outside a notebook: text on stderr)."""
+    from mpinb.cluster import StartProgress
+
+    progress = StartProgress(3, show=True)
+    progress.phase("engines registering")
+    progress.count(1)
+    progress.count(3)
+    progress.phase("ready")
+    progress.close()
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert last.startswith("ready: 3/3 engines") and last.endswith(" s"), last
+    quiet = StartProgress(3, show=False)
+    quiet.count(2)
+    quiet.close()
+    assert capsys.readouterr().err == ""
