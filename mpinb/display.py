@@ -87,8 +87,8 @@ def rank_sections(result, rank: int, scales=None) -> list[tuple[str, tuple[str, 
                      ("eager", [f"eager run failed: {rec.eager_error}"] if rec.eager_error else [])]
         sections += [(f"compare {c.name}", [f"compare: {c}"]) for c in rec.comparisons]
         sections.append(("hints", [f"hint: {h}" for h in rec.hints]))
-        sections.append(("pictures", images.lines(result, rank, scales)))
-    return [(name, tuple(line for line in lines if line)) for name, lines in sections]
+        sections.append(("pictures", images.lines(result, rank, scales), images.key(result, rank)))
+    return [(name, tuple(line for line in lines if line), *key) for name, lines, *key in sections]
 
 
 def finding_text(w, ranks, link: bool = True, brief: bool | None = None) -> str:
@@ -133,7 +133,7 @@ def rank_block(result, rank: int, scales=None) -> list[str]:
     state = result.states.get(rank, "?")
     lines = [f"state: {state} in {rec.elapsed:.3f} s"] if rec else ([] if state_detail(result, rank)
                                                                       else [f"state: {state}"])
-    for _, section in rank_sections(result, rank, scales):
+    for _, section, *_ in rank_sections(result, rank, scales):
         lines += section
     for w, ranks in hlo.distinct(result.warnings):
         if rank in ranks:

@@ -40,19 +40,24 @@ def group_by(values: Mapping[int, Hashable]) -> list[tuple[list[int], Hashable]]
     return sorted(((ranks, value) for value, ranks in groups.items()), key=lambda item: item[0][0])
 
 
-def merge_sections(per_rank: Mapping[int, list[tuple[str, tuple[str, ...]]]]) -> list[tuple[list[int], list[str]]]:
-    """{rank: [(section name, lines), ...]} -> [(ranks, lines)]: each section grouped by equal
-    content, then the sections of one rank set joined in their order. The rank sets are ordered
-    by size (all ranks first), then by first rank; empty sections are left out."""
+def merge_sections(per_rank: Mapping[int, list[tuple]]) -> list[tuple[list[int], list[str]]]:
+    """{rank: [(section name, lines[, key]), ...]} -> [(ranks, lines)]: each section grouped by
+    equal content (its ``key`` where given: what the lines show may be equal when what they stand
+    for, a picture, is not), then the sections of one rank set joined in their order. The rank
+    sets are ordered by size (all ranks first), then by first rank; empty sections are left out."""
     order: list[str] = []
     for sections in per_rank.values():
-        for name, _ in sections:
+        for name, *_ in sections:
             if name not in order:
                 order.append(name)
     by_set: dict[tuple[int, ...], list[str]] = {}
     for name in order:
-        content = {r: dict(sections).get(name, ()) for r, sections in per_rank.items()}
-        for ranks, lines in group_by(content):
+        content = {}
+        for r, sections in per_rank.items():
+            found = next((section for section in sections if section[0] == name), (name, ()))
+            lines = found[1]
+            content[r] = (found[2] if len(found) > 2 else lines, lines)
+        for ranks, (_, lines) in group_by(content):
             if lines:
                 by_set.setdefault(tuple(ranks), []).extend(lines)
     return sorted(((list(ranks), lines) for ranks, lines in by_set.items()), key=lambda g: (-len(g[0]), g[0][0]))

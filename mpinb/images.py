@@ -117,17 +117,22 @@ def scales(result) -> dict[str, tuple[float, float]]:
 
 
 def lines(result, rank: int, shared: dict[str, tuple[float, float]] | None = None) -> list[str]:
-    """One text line per picture of a rank (what the text view says instead; equal lines on
-    two ranks mean equal pictures: the line carries a checksum of the values)."""
+    """One text line per picture of a rank (what the text view says instead)."""
     shared = scales(result) if shared is None else shared
     out = []
     for name, per_rank in named_images(result).items():
         if rank in per_rank:
-            values = np.ascontiguousarray(per_rank[rank])
+            rows, cols = per_rank[rank].shape[:2]
             lo, hi = shared[name]
-            out.append(f"picture {name}: {values.shape[0]}x{values.shape[1]} values, colour scale {lo:.4g} to "
-                       f"{hi:.4g} (shared by all ranks), checksum {zlib.crc32(values.tobytes()):08x}")
+            out.append(f"picture {name}: {rows}x{cols} values, colour scale {lo:.4g} to {hi:.4g} (shared by all ranks)")
     return out
+
+
+def key(result, rank: int) -> tuple:
+    """What tells two ranks' pictures apart (their names and values): ranks with equal keys
+    show equal pictures, and the grouped view shows them once."""
+    return tuple((name, zlib.crc32(np.ascontiguousarray(per_rank[rank]).tobytes()))
+                 for name, per_rank in named_images(result).items() if rank in per_rank)
 
 
 def tags(result, rank: int, shared: dict[str, tuple[float, float]] | None = None) -> str:
