@@ -450,7 +450,5 @@ class LiveOutput:
     def close(self) -> None:
         """Send the rest and remove the live areas (the final view replaces them)."""
         self.flush(partial=True)
-        if self.handle is not None:
-            from IPython.display import HTML
-
-            self.handle.update(HTML(""))
+        if self.handle is not None:  # empty in every format (no "<HTML object>" in a text rendering)
+            self.handle.update({"text/plain": "", "text/html": ""}, raw=True)

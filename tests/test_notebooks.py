@@ -126,3 +126,37 @@ def test_pencil_fft():
     pictures = cells[4]
     html = "\n".join(o["data"].get("text/html", "") for o in pictures.outputs if "data" in o)
     assert html.count("data:image/png;base64,") >= 4  # two slices on each of two ranks
+
+
+def test_tracebacks_name_cells_by_their_prompts_through_reruns_and_restarts():
+    """Executed by nbclient as a notebook front end runs it: each failing %%mpijax cell's
+    traceback says ``Cell In[N]`` with the prompt number the notebook shows for that cell, for
+    a first cell, the same cell run again, after ``%mpijax restart`` and after a kernel restart
+    (where the count starts again at 1). The error under the view is one line."""
+    failing = nbformat.v4.new_code_cell("%%mpijax --no-hlo\nx = rank\nraise ValueError('bad on every rank')")
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("%load_ext mpinb\n%mpijax start -n 2"),
+        nbformat.v4.new_code_cell("%%mpijax --setup\nfrom mpi4py import MPI\nrank = MPI.COMM_WORLD.Get_rank()"),
+        failing, nbformat.v4.new_code_cell("%mpijax restart"), nbformat.v4.new_code_cell("%mpijax stop")])
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True)
+    seen = []
+
+    def run(index):
+        cell = client.execute_cell(nb.cells[index], index)
+        errors = ["\n".join(o["traceback"]) for o in cell.outputs if o.get("output_type") == "error"]
+        seen.append((cell.execution_count, "\n".join([texts(cell), *errors])))
+
+    with client.setup_kernel():
+        for index in (0, 1, 2, 2, 3, 2, 4):
+            run(index)
+    with client.setup_kernel():  # a kernel started afresh, as "Restart Kernel" does
+        for index in (0, 1, 2, 4):
+            run(index)
+    failures = [(count, text) for count, text in seen if "bad on every rank" in text]
+    assert [count for count, _ in failures] == [3, 4, 6, 3], [c for c, _ in seen]
+    for count, text in failures:
+        assert f"Cell In[{count}], line 3" in text and text.count("Cell In[") == 1, text  # grouped: once
+        assert "HTML object" not in text, text  # the live area leaves nothing behind
+        assert text.strip().splitlines()[-1] == ("CellFailed: ranks 0-1 failed (see the view above; the whole "
+                                                 "result is in _mpijax)"), text
+    assert "the engines' variables are gone, 1 --setup cell replayed" in seen[4][1], seen[4]
