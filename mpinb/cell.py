@@ -157,9 +157,9 @@ class CellResult:
         running = [r for r, s in self.states.items() if s == "running"]
         dead = [r for r, s in self.states.items() if s == "dead"]
         if failed:
-            parts.append(f"{len(failed)} failed ({', '.join(map(str, failed))})")
+            parts.append(f"{len(failed)} failed ({label(failed)})")
         if running:
-            parts.append(f"{len(running)} still running ({', '.join(map(str, running))})")
+            parts.append(f"{len(running)} still running ({label(running)})")
         if dead:
             parts.append(f"{len(dead)} dead ({'; '.join(f'rank {r} {self.dead[r]}' for r in dead)})")
         if self.timed_out:

@@ -203,7 +203,8 @@ class MPICluster:
         self._cluster = ipp.Cluster(config=config, log_level=40, engine_timeout=self.start_timeout,
                                     cluster_id=self.cluster_id)
         try:
-            self.client = self._cluster.start_and_connect_sync()
+            self._cluster.start_cluster_sync()
+            self.client = self._cluster.connect_client_sync()
             progress.phase("engines registering")
             self._wait_for_engines(t0, progress)
         except KeyboardInterrupt:  # the stop button while waiting: leave no job or controller behind

@@ -367,12 +367,17 @@ class LiveOutput:
             import ipywidgets as w
             from IPython.display import display
 
-            self.areas = {r: w.Output(layout=w.Layout(flex="1 1 0", min_width="14em", max_height="12em",
-                                                      overflow="auto", border="1px solid #ddd"))
+            # the column grows sideways; the output area inside it takes the height of its text
+            # (a flex basis of 0 in a column would give it none), up to 12 lines, then scrolls
+            self.areas = {r: w.Output(layout=w.Layout(min_height="1.5em", max_height="12em", overflow="auto",
+                                                      border="1px solid #ddd"))
                           for r in self.ranks}
             self.headers = {r: w.HTML(self._header(r, "starting", "")) for r in self.ranks}
-            columns = [w.VBox([self.headers[r], self.areas[r]], layout=w.Layout(flex="1 1 0"))
+            columns = [w.VBox([self.headers[r], self.areas[r]], layout=w.Layout(flex="1 1 0", min_width="14em"))
                        for r in self.ranks[:RANKS_PER_PAGE]]
+            for r, column in zip(self.ranks, columns, strict=False):
+                column.add_class("mpinb-live-column")
+                self.areas[r].add_class(f"mpinb-live-output-{r}")
             self.handle = display(w.HBox(columns, layout=w.Layout(flex_flow="row wrap")), display_id=True)
 
     def __call__(self, rank: int, stream: str, text: str) -> None:

@@ -9,6 +9,7 @@ MPINB_REQUIRE_BROWSER=1 (CI), where a missing browser is a failure.
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -43,6 +44,10 @@ def free_port() -> int:
 def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     shutil.copy(ROOT / "notebooks" / "01_quickstart.ipynb", root)
+    # no "Would you like to get notified about Jupyter news?" toast over the notebook
+    settings = root / ".jupyter" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
     port, token = free_port(), secrets.token_hex(16)
     env = dict(os.environ, MPINB_NOTEBOOK_RANKS="2", JUPYTER_CONFIG_DIR=str(root / ".jupyter"))
     log = open(root / "lab.log", "w")  # noqa: SIM115 - lives as long as JupyterLab, closed at teardown
@@ -130,7 +135,7 @@ def test_quickstart_notebook_renders_one_column_per_rank(lab):
     assert ranks == ["0", "1"], ranks
     assert "0,1" in groups, groups  # what both ranks share is shown once, in a card of its own
     assert any(s.startswith("2 ranks") for s in summaries), summaries
-    assert any("1 failed (1)" in s for s in summaries), summaries
+    assert any("1 failed (rank 1)" in s for s in summaries), summaries
     assert (ARTIFACTS / "quickstart.png").stat().st_size > 10_000
 
 
@@ -216,3 +221,110 @@ def test_four_ranks_grouped_view_and_timeline(lab, four_rank_notebook):
     assert "allreduce #1: rank 1 entered" in timeline_text, timeline_text
     assert "lines hidden" in trimmed and f"rank line {LINES - 1}" in trimmed
     assert (ARTIFACTS / "grouped-4-ranks.png").stat().st_size > 5_000
+
+
+ATTENDEE_CELLS = [
+    "%load_ext mpinb\n%mpijax start -n 2",
+    "%%mpijax --setup\nimport jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\n"
+    "rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()",
+    # a mistake: a first dimension alltoall cannot split over the ranks
+    "%%mpijax\nx = jnp.ones((size + 1, 2))\nbad = jax.jit(lambda v: mpi.alltoall(v))(x)",
+    # a hang: rank 0 waits in allreduce for rank 1, which finished the cell without calling it
+    "%%mpijax --timeout 20\nprint(f'start on rank {rank}')\nif rank == 0:\n"
+    "    mpi.allreduce(jnp.ones(3), op=MPI.SUM)\nprint(f'done on rank {rank}')",
+    "%mpijax restart",
+    "%%mpijax\nscale = 2.0\nf = jax.jit(lambda v: v * scale)\ny = f(jnp.ones(3))",
+    "%%mpijax --compare\nscale = 3.0\nz = f(jnp.ones(3))",
+    "%mpijax stop",
+]
+
+
+@pytest.fixture
+def attendee_notebook(lab):
+    import nbformat
+
+    _url, _token, root = lab
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in ATTENDEE_CELLS])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "attendee.ipynb")
+    return "attendee.ipynb"
+
+
+def prompt_number(cell) -> int:
+    return int(cell.locator(".jp-InputPrompt").first.inner_text().strip("[]: \n"))
+
+
+def shoot(cell, name: str) -> None:
+    cell.scroll_into_view_if_needed()
+    cell.screenshot(path=str(ARTIFACTS / name))
+
+
+def test_an_attendee_s_path_through_a_mistake_a_hang_a_restart_and_a_stale_global(lab, attendee_notebook):
+    """What a workshop attendee sees, in JupyterLab at 2 ranks, with a screenshot of each step
+    in tests/artifacts/attendee-*.png: a failed cell is the view and one line under it, its
+    traceback naming the cell by its prompt (first run and rerun); half-way through a hang each
+    rank's box says where it is and shows what it printed; the restart says what was lost and
+    replayed; --compare names the stale global and the function that kept it."""
+    url, token, _root = lab
+    with browser_page("attendee-failure.png") as page:
+        open_notebook(page, f"{url}/lab/workspaces/attendee/tree/{attendee_notebook}?reset&token={token}")
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        run_one(page, 0, "text=2 MPI engines ready")
+        run_one(page, 1, ".jupyter-widgets .mpinb-summary")
+        mistake = cells.nth(2)
+        tracebacks = {}
+        for attempt, shot in enumerate(("attendee-mistake.png", "attendee-mistake-rerun.png")):
+            run_one(page, 2, "text=CellFailed")
+            if attempt:  # the rerun's view replaced the first one
+                mistake.locator(f".mpinb-rank:has-text('Cell In[{prompt_number(mistake)}]')").first.wait_for()
+            tracebacks[prompt_number(mistake)] = mistake.locator(".mpinb-rank").first.inner_text()
+            error_lines = mistake.locator("[data-mime-type='application/vnd.jupyter.stderr']").inner_text()
+            shoot(mistake, shot)
+
+        hang = cells.nth(3)
+        hang.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        t0 = time.monotonic()
+        blocked = hang.locator(".mpinb-live[data-rank='0'] .mpinb-live-state", has_text="blocked in allreduce")
+        blocked.wait_for(timeout=120_000)
+        hang.locator(".mpinb-live[data-rank='1'] .mpinb-live-state[data-state='finished']").wait_for(timeout=30_000)
+        # half-way through the 20 s timeout: the box still says where rank 0 waits, and for how long
+        halfway = re.compile(r"running 1\d s, blocked in allreduce \(call 1, 12 B, waiting 1\d\.\d s\)")
+        hang.locator(".mpinb-live[data-rank='0'] .mpinb-live-state", has_text=halfway).wait_for(timeout=60_000)
+        printed = hang.locator(".mpinb-live-output-1", has_text="done on rank 1")
+        printed.wait_for(timeout=30_000)
+        live_prompt = hang.locator(".jp-InputPrompt").first.inner_text()
+        # shown, not merely present: the area is as tall as its two lines (it was clipped to nothing)
+        area_heights = [hang.locator(f".mpinb-live-output-{r}").bounding_box()["height"] for r in (0, 1)]
+        live_rank0 = blocked.inner_text()
+        shoot(hang, "attendee-hang-halfway.png")
+        hang.locator(".mpinb-summary", has_text="timed out").wait_for(timeout=120_000)
+        hang_view = hang.locator(".jp-OutputArea").first.inner_text()
+        shoot(hang, "attendee-hang-end.png")
+        live_seconds = time.monotonic() - t0
+
+        run_one(page, 4, "text=setup cell replayed")
+        restart_text = cells.nth(4).locator(".jp-OutputArea").first.inner_text()
+        shoot(cells.nth(4), "attendee-restart.png")
+        run_one(page, 5, ".jupyter-widgets .mpinb-summary")
+        run_one(page, 6, ".jupyter-widgets .mpinb-summary")
+        stale = cells.nth(6)
+        stale_text = stale.locator(".jp-OutputArea").first.inner_text()
+        shoot(stale, "attendee-stale-global.png")
+        run_one(page, 7, "text=cluster stopped")
+
+    first, rerun = sorted(tracebacks)
+    assert rerun > first, tracebacks
+    for number, card in tracebacks.items():
+        assert f"Cell In[{number}], line 3" in card and f"Cell In[{number}], line 3, in <lambda>" in card, card
+        assert "mpinb/" not in card, card
+    assert error_lines.strip().splitlines() == [
+        "CellFailed: ranks 0-1 failed (see the view above; the whole result is in _mpijax)"], error_lines
+    assert "[*]" in live_prompt, live_prompt  # seen while the cell still ran
+    assert area_heights[1] > area_heights[0] > 10, area_heights  # two lines, one line
+    assert halfway.fullmatch(live_rank0) and live_seconds < 20 + 60, (live_rank0, live_seconds)
+    assert "blocked inside MPI and cannot be interrupted: run %mpijax restart" in hang_view, hang_view
+    assert "done on rank 1" in hang_view and "SIGINT" not in hang_view
+    assert "the engines' variables are gone, 1 --setup cell replayed" in restart_text, restart_text
+    assert "hint: f was traced when scale was 2.0; it is 3.0 now" in stale_text, stale_text
+    assert "jit != eager: z on ranks 0-1" in stale_text, stale_text

@@ -29,7 +29,7 @@ def result():
 
 
 def test_summary_line():
-    assert result().summary() == ("3 ranks, 1.50 s, 1 failed (1), 1 still running (2), timed out, "
+    assert result().summary() == ("3 ranks, 1.50 s, 1 failed (rank 1), 1 still running (rank 2), timed out, "
                                   "2 layout findings: 1 divergent (error), 1 unconstrained (warning), "
                                   "jit == eager: y")
 

@@ -91,7 +91,7 @@ def test_quickstart():
     only0 = texts(cells[3])
     assert "[rank 0]" in only0 and "[rank 1]" not in only0.split("only rank")[-1]
     failing = texts(cells[4])
-    assert "1 failed (1)" in failing and "error: ValueError: rank 1 refuses" in failing
+    assert "1 failed (rank 1)" in failing and "error: ValueError: rank 1 refuses" in failing
     assert "jit == eager" in texts(cells[5])
 
 
