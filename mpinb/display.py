@@ -91,18 +91,34 @@ def rank_sections(result, rank: int, scales=None) -> list[tuple[str, tuple[str, 
     return [(name, tuple(line for line in lines if line), *key) for name, lines, *key in sections]
 
 
-def finding_text(w, ranks, link: bool = True, brief: bool | None = None) -> str:
+def finding_text(w, ranks, link: bool = True, brief: bool | None = None, count: int = 1) -> str:
     """One layout finding in plain words, with the ranks it was found on; a small info finding
-    in one line (``brief``, by default for those: ``w.small``)."""
+    in one line (``brief``, by default for those: ``w.small``), ``count`` times."""
     who = "across ranks" if ranks == [None] else label(r for r in ranks if r is not None)
     brief = w.small if brief is None else brief
-    return f"{w.severity} [{w.kind}] {who}: {w.brief() if brief else w.plain(link=link)}"
+    times = f" ({count} copies)" if count > 1 else ""
+    return f"{w.severity} [{w.kind}] {who}: {w.brief() + times if brief else w.plain(link=link)}"
 
 
 def findings(result, by_rank: bool = False) -> list[tuple]:
-    """(finding, its ranks) of each distinct layout finding, errors first (with ``by_rank``:
-    only those found across ranks, the others are in the ranks' columns)."""
-    return [(w, ranks) for w, ranks in hlo.distinct(result.warnings) if not by_rank or ranks == [None]]
+    """(finding, its ranks, how many) of each distinct layout finding, errors first (with
+    ``by_rank``: only those found across ranks, the others are in the ranks' columns); small
+    findings that read the same in one line are counted instead of repeated."""
+    out: list[list] = []
+    one_line: dict[tuple, list] = {}  # small findings said in the same words: said once, counted
+    for w, ranks in hlo.distinct(result.warnings):
+        if by_rank and ranks != [None]:
+            continue
+        if w.small:
+            key = (w.kind, w.brief(), tuple(ranks))
+            if key in one_line:
+                one_line[key][2] += 1
+                continue
+            one_line[key] = [w, ranks, 1]
+            out.append(one_line[key])
+        else:
+            out.append([w, ranks, 1])
+    return [tuple(item) for item in out]
 
 
 def state_line(result) -> str:
@@ -135,10 +151,9 @@ def rank_block(result, rank: int, scales=None) -> list[str]:
                                                                       else [f"state: {state}"])
     for _, section, *_ in rank_sections(result, rank, scales):
         lines += section
-    for w, ranks in hlo.distinct(result.warnings):
-        if rank in ranks:
-            lines.append(finding_text(w, [rank]))
-    return lines
+    said = [finding_text(w, [rank]) for w, ranks in hlo.distinct(result.warnings) if rank in ranks]
+    return lines + [text if said.count(text) == 1 else f"{text} ({said.count(text)} copies)"
+                    for text in dict.fromkeys(said)]
 
 
 def render_text(result) -> str:
@@ -151,7 +166,7 @@ def render_text(result) -> str:
         for rank in result.ranks:
             lines.append(f"[rank {rank}]")
             lines += [_indent(line, "  ") for line in rank_block(result, rank, scales)]
-        shared = [finding_text(w, ranks) for w, ranks in findings(result, by_rank=True)]
+        shared = [finding_text(w, ranks, count=n) for w, ranks, n in findings(result, by_rank=True)]
         if shared:
             lines.append("[all ranks]")
             lines += [_indent(text, "  ") for text in shared]
@@ -164,7 +179,7 @@ def render_text(result) -> str:
     for ranks, body in groups(result, scales):
         lines.append(f"[{label(ranks)}]")
         lines += [_indent(line, "  ") for line in body]
-    lines += [finding_text(w, ranks) for w, ranks in findings(result)]
+    lines += [finding_text(w, ranks, count=n) for w, ranks, n in findings(result)]
     return "\n".join(lines)
 
 
@@ -225,14 +240,14 @@ def header_html(result) -> str:
     return head + notes + ("" if result.by_rank else state_grid_html(result))
 
 
-def _finding_html(w, ranks) -> str:
+def _finding_html(w, ranks, count: int = 1) -> str:
     link = hlo.KINDS[w.kind].link
     anchor = f" See <a href='{html.escape(link)}' target='_blank'>{html.escape(link)}</a>" if link else ""
     style = f"color:{SEVERITY_COLORS[w.severity]}"
     full = html.escape(finding_text(w, ranks, link=False, brief=False))
     if w.small:  # one line; the whole finding one click away
         return (f"<details class='mpinb-finding' data-severity='{w.severity}' style='{style}'><summary>"
-                f"{html.escape(finding_text(w, ranks))}</summary>{full}{anchor}</details>")
+                f"{html.escape(finding_text(w, ranks, count=count))}</summary>{full}{anchor}</details>")
     return f"<div class='mpinb-finding' data-severity='{w.severity}' style='{style}'>{full}{anchor}</div>"
 
 
@@ -249,7 +264,7 @@ def footer_html(result) -> str:
     """The layout findings, each once (in the --by-rank view: those found across ranks), and
     the timeline of the cell's collectives."""
     items = findings(result, by_rank=result.by_rank)
-    return "".join(_finding_html(w, ranks) for w, ranks in items) + timeline_html(result)
+    return "".join(_finding_html(w, ranks, n) for w, ranks, n in items) + timeline_html(result)
 
 
 def body_html(result) -> str:

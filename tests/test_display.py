@@ -317,3 +317,9 @@ def test_a_small_copy_is_one_line_with_its_detail_one_click_away():
     folded = page[page.index("<details"):page.index("</details>")]
     assert "<summary>info [relayout] rank 0: XLA copies 128 B" in folded and "What to do:" in folded
     assert page.count("<details") == 1
+    # two small copies that read the same in one line: said once, counted
+    res.warnings = [small, dataclasses.replace(small, instruction="copy.4")]
+    lines = [ln for ln in display.render_text(res).splitlines() if "[relayout]" in ln]
+    assert lines == [f"{small_line} (2 copies)" for small_line in [lines[0].removesuffix(" (2 copies)")]], lines
+    res.by_rank = True
+    assert display.render_text(res).count("XLA copies 128 B") == 1
