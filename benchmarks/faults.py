@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from mpinb.cell import DEFAULT_GRACE
-from mpinb.cluster import MPICluster
+from mpinb.client.cell_run import DEFAULT_GRACE
+from mpinb.client.cluster import MPICluster
 
 SETUP = "import jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\nrank = MPI.COMM_WORLD.Get_rank()"
 HEALTHY = "int(mpi.allreduce(jnp.int32(1), MPI.SUM))"

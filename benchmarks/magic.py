@@ -42,7 +42,7 @@ def captured(fn) -> str:
 def bare_start(n):
     import ipyparallel as ipp
 
-    from mpinb.cluster import MPICluster
+    from mpinb.client.cluster import MPICluster
 
     t0 = time.perf_counter()
     cluster = ipp.Cluster(config=MPICluster(n=n).config(), log_level=40)

@@ -2,11 +2,30 @@
 
 ``import mpinb`` is cheap and needs neither IPython nor widgets nor a kernel. The parts:
 
-* ``mpinb.mpi``      MPI collectives callable inside ``jax.jit`` (mpi4jax-compatible API)
-* ``%load_ext mpinb`` registers the ``%mpijax`` / ``%%mpijax`` magics
+* ``mpinb.mpi``          MPI collectives callable inside ``jax.jit`` (mpi4jax-compatible API)
+* ``%load_ext mpinb``    registers the ``%mpijax`` / ``%%mpijax`` magics (mpinb.magic)
+* ``mpinb.MPICluster``   the same from Python: ``MPICluster(n=4).start().run_cell(code)``
+
+The code is arranged by side of the wire: ``client/`` (the notebook's side), ``engine/`` (each
+rank's), ``launch/`` (starting the MPI job), ``wire/`` (what crosses), ``analysis/`` and
+``view/`` (what the notebook makes of it); the README's "How the code is arranged" lists the files.
 """
 
 __version__ = "0.1.0"
+__all__ = ["CellOptions", "MPICluster", "ViewOptions"]
+
+
+def __getattr__(name: str):
+    """``mpinb.MPICluster`` and the option classes, imported on first use."""
+    if name == "MPICluster":
+        from .client.cluster import MPICluster
+
+        return MPICluster
+    if name in ("CellOptions", "ViewOptions"):
+        from . import options
+
+        return getattr(options, name)
+    raise AttributeError(f"module 'mpinb' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython):  # pragma: no cover - exercised through IPython

@@ -31,7 +31,7 @@ print(f"rank {rank}: block {block.shape} -> transposed {jitted.shape}, equals nu
 
 
 def run(n: int = 4, out=sys.stdout) -> int:
-    from .cluster import MPICluster
+    from .client.cluster import MPICluster
 
     t0 = time.perf_counter()
     print(f"starting {n} MPI engines ...", file=out, flush=True)

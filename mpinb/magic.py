@@ -1,7 +1,8 @@
 """``%load_ext mpinb``: the ``%mpijax`` line magic and the ``%%mpijax`` cell magic.
 
 A thin layer: options are parsed here, user mistakes become ``UsageError``, and the work is
-done by :class:`mpinb.cluster.MPICluster` and :func:`mpinb.cell.run_cell`.
+done by :class:`mpinb.client.cluster.MPICluster`; the options of a cell travel as one
+:class:`mpinb.options.CellOptions`, the view's as :class:`mpinb.options.ViewOptions`.
 
 Line magic::
 
@@ -22,16 +23,18 @@ Cell magic::
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
-import typing
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
-from .cell import CellFailed, CellResult, ClusterBusy, ClusterLost, parse_ranks
-from .cluster import ClusterError, MPICluster
+from .client.cluster import MPICluster
+from .client.result import CellResult
+from .errors import CellFailed, ClusterBusy, ClusterError, ClusterLost
+from .options import CellOptions, ViewOptions, parse_ranks
+from .view.tables import HloView, StatusTable
+from .view.words import restart_words
 
 
 class _Parser(argparse.ArgumentParser):
@@ -126,101 +129,6 @@ def line_parser() -> _Parser:
     return p
 
 
-def restart_words(n: int, seconds: float, setup_cells: int, replayed: bool) -> str:
-    """What ``%mpijax restart`` did, in words: what was lost and what came back."""
-    said = f"{n} MPI engines restarted in {seconds:.1f} s; the engines' variables are gone"
-    cells = f"{setup_cells} --setup cell{'s' if setup_cells != 1 else ''}"
-    if not setup_cells:
-        return said + " (there are no --setup cells to replay)"
-    return said + (f", {cells} replayed" if replayed else f"; {cells} not replayed (--no-replay)")
-
-
-class StatusTable(dict):
-    """``%mpijax status``: the cluster's state as a small table; still the dict of
-    ``MPICluster.status()`` (plus the default timeout) for code that reads it."""
-
-    LABELS: typing.ClassVar[dict[str, str]] = {
-        "running": "running", "n": "ranks", "launcher": "launcher", "engines": "engines", "hosts": "hosts",
-        "lost": "MPI job lost", "blocked_ranks": "ranks still in a cell", "checked": "checked mode",
-        "hlo_capture": "HLO capture", "uptime_s": "up (s)", "start_s": "start took (s)",
-        "setup_cells": "setup cells", "default_timeout": "default timeout (s)", "pids": "engine PIDs (their hosts)"}
-
-    #: rank lists, shown as "rank 0" / "ranks 0-3"; other lists (PIDs, hosts) are shown as they are
-    RANK_LISTS = ("engines", "blocked_ranks")
-
-    def rows(self) -> list[tuple[str, str]]:
-        from .grouping import label
-
-        def show(key, value):
-            if isinstance(value, list):
-                if not value:
-                    return "none"
-                return label(value) if key in self.RANK_LISTS else ", ".join(map(str, value))
-            return "none" if value is None else str(value)
-
-        return [(self.LABELS.get(key, key), show(key, value)) for key, value in self.items()]
-
-    def text(self) -> str:
-        rows = self.rows()
-        width = max(len(k) for k, _ in rows)
-        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
-
-    def _repr_pretty_(self, p, cycle):
-        p.text(self.text())
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        import html
-
-        cells = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
-                        f"{html.escape(v)}</td></tr>" for k, v in self.rows())
-        return {"text/plain": self.text(), "text/html": f"<table class='mpinb-status'>{cells}</table>"}
-
-
-class HloView:
-    """Compiled HLO with non-row-major layouts marked ``<<...>>``: once for ranks that compiled
-    the same text (``[ranks 0-3]``), each layout finding once with its ranks."""
-
-    def __init__(self, per_rank: dict[int, list[tuple[str, str]]]):
-        from . import hlo
-
-        self.per_rank = per_rank
-        self.warnings = hlo.analyze(per_rank)
-
-    def text(self) -> str:
-        from . import hlo
-        from .display import finding_text
-        from .grouping import group_by, label
-
-        def entries(modules):
-            out = []
-            for _, text in modules:
-                entry = text[text.find("ENTRY"):] if "ENTRY" in text else text
-                # MPI handles are per process (equal communicators, other numbers): not a difference
-                entry = re.sub(r"comm = -?\d+ : i64", "comm = <MPI handle> : i64", entry)
-                out.append(hlo.highlight_layouts(entry))
-            return tuple(out)
-
-        lines = [finding_text(w, ranks) for w, ranks in hlo.distinct(self.warnings)]
-        for ranks, texts in group_by({r: entries(m) for r, m in self.per_rank.items()}):
-            lines.append(f"[{label(ranks)}]")
-            names = [name for name, _ in self.per_rank[ranks[0]]]
-            for name, text in zip(names, texts, strict=True):
-                lines.append(f"  module {name}:")
-                lines.extend("    " + line for line in text.splitlines())
-        return "\n".join(lines)
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        import html
-
-        def line_html(line: str) -> str:
-            if "<<" in line:  # a non-row-major layout: the line to look at
-                return f"<span class='mpinb-marked' style='background:#ffcdd2'>{html.escape(line)}</span>"
-            return html.escape(line)
-
-        body = "\n".join(line_html(line) for line in self.text().splitlines())
-        return {"text/plain": self.text(), "text/html": f"<pre class='mpinb-hlo'>{body}</pre>"}
-
-
 @magics_class
 class MpiJaxMagics(Magics):
     def __init__(self, shell):
@@ -296,14 +204,14 @@ class MpiJaxMagics(Magics):
             print(f"default %%mpijax timeout: {'none' if args.seconds is None else f'{args.seconds:g} s'}")
             return None
         if cmd == "hlo":
-            from . import engine
+            from .engine.hlo_capture import compiled_hlo
 
             cluster = self._require_cluster()
             ranks = parse_ranks(args.ranks, cluster.n)
             expr = " ".join(args.expr)
             view = cluster.client[ranks]
             try:
-                texts = view.apply_sync(engine.compiled_hlo, expr)
+                texts = view.apply_sync(compiled_hlo, expr)
             except Exception as exc:
                 raise UsageError(f"%mpijax hlo {expr}: {exc}") from exc
             result = HloView(dict(zip(ranks, texts, strict=True)))
@@ -312,7 +220,8 @@ class MpiJaxMagics(Magics):
         raise UsageError(f"%mpijax: unknown command {cmd}")  # pragma: no cover
 
     def _cell(self, line: str, cell: str):
-        from .display import LiveOutput
+        from .view.live import LiveOutput
+        from .view.widgets import CellView
 
         args = cell_parser().parse_args(shlex.split(line))
         cluster = self._require_cluster()
@@ -320,21 +229,20 @@ class MpiJaxMagics(Magics):
             ranks = parse_ranks(args.ranks, cluster.n)
         except ValueError as exc:
             raise UsageError(str(exc)) from exc
-        timeout = getattr(args, "timeout", self.default_timeout)
+        options = CellOptions(ranks=ranks, compare=args.compare, hlo=not args.no_hlo,
+                              timeout=getattr(args, "timeout", self.default_timeout), show=tuple(args.show),
+                              images=args.images, setup=args.setup, label=f"In[{self._cell_number()}]",
+                              header=f"%%mpijax {line}".rstrip() + "\n")
         live = LiveOutput(ranks, max_lines=args.max_lines)
         try:
-            result = cluster.run_cell(cell, ranks=ranks, compare=args.compare, hlo=not args.no_hlo,
-                                      timeout=timeout, show=args.show, images=args.images,
-                                      stream=live, setup=args.setup, label=f"In[{self._cell_number()}]",
-                                      header=f"%%mpijax {line}".rstrip() + "\n")
+            result = cluster.run_cell(cell, options, stream=live)
         except (ClusterBusy, ClusterLost) as exc:
             raise UsageError(f"%%mpijax: {exc}") from None
         finally:
             live.close()
-        result.by_rank, result.max_lines = args.by_rank, args.max_lines
         self.last_result = result
         self.shell.user_ns["_mpijax"] = result
-        display(result)
+        display(CellView(result, ViewOptions(by_rank=args.by_rank, max_lines=args.max_lines)))
         if not result.ok and not args.no_raise:
             raise CellFailed(result)  # after the view, as %%px raises CompositeError: Run All stops here
         return None

@@ -67,11 +67,11 @@ ok = bool(np.array_equal(np.asarray(t), A.T[rank * 6:(rank + 1) * 6]))
 #
 # mpi4jax before 0.3.11 emitted its custom calls without layout constraints. XLA:CPU happens to
 # pick row-major anyway, so the result is right here, but nothing guarantees it. The analysis
-# flags such calls. (`mpinb.teaching` holds deliberately unsafe variants, for this notebook only.)
+# flags such calls. (`mpinb.mpi.teaching` holds deliberately unsafe variants, for this notebook only.)
 
 # %%
 # %%mpijax --compare
-from mpinb import teaching
+from mpinb.mpi import teaching
 
 def transpose_unconstrained(block):
     n, cols = block.shape

@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from mpinb.cluster import MPICluster, default_mpiexec
+from mpinb.client.cluster import MPICluster
+from mpinb.launch.launchers import default_mpiexec
 
 
 def test_default_configuration_is_local_and_off_the_network():
@@ -141,7 +142,7 @@ def test_no_local_signal_to_an_engine_pid():
 def test_start_progress_counts_engines_and_ends_at_ready(capsys):
     """One bar from start() to ready: engines counted as they register, the phase named; at the
     end it says ready with every engine counted (outside a notebook: text on stderr)."""
-    from mpinb.cluster import StartProgress
+    from mpinb.client.progress import StartProgress
 
     progress = StartProgress(3, show=True)
     progress.phase("engines registering")

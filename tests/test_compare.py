@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mpinb import compare as cmp
+from mpinb.analysis import compare as cmp
 
 
 def flat(tree):
@@ -73,7 +73,7 @@ def test_traces_name_the_stale_global_and_forget_what_was_traced_again():
     import jax
     import jax.numpy as jnp
 
-    from mpinb import traces
+    from mpinb.engine import traces
 
     ns = {"jax": jax, "jnp": jnp, "k": 2, "w": np.ones(3)}
     exec("f = jax.jit(lambda x: (lambda y: y * k)(x) + w)\nf(jnp.ones(3))", ns)  # noqa: S102

@@ -7,10 +7,14 @@ import numpy as np
 import pytest
 from views import widget_html
 
-from mpinb import compare as cmp
-from mpinb import display, hlo, images, values
-from mpinb.cell import CellResult, parse_ranks
-from mpinb.records import ErrorInfo, RankRecord
+from mpinb import view
+from mpinb.analysis import compare as cmp
+from mpinb.analysis import hlo, timeline
+from mpinb.client.result import CellResult
+from mpinb.options import ViewOptions, parse_ranks
+from mpinb.view import images, timeline_svg
+from mpinb.wire import values
+from mpinb.wire.records import ErrorInfo, RankRecord
 
 
 def result():
@@ -36,8 +40,7 @@ def test_summary_line():
 
 def test_by_rank_text_has_one_block_per_rank():
     res = result()
-    res.by_rank = True
-    text = display.render_text(res)
+    text = view.render_text(res, ViewOptions(by_rank=True))
     blocks = text.split("[rank ")
     assert len(blocks) == 4
     r0, r1, r2 = blocks[1], blocks[2], blocks[3]
@@ -64,7 +67,7 @@ def four_ranks(lines_per_rank: int = 1):
 
 def test_grouped_view_says_each_thing_once_with_its_ranks():
     res = four_ranks()
-    text = display.render_text(res)
+    text = view.render_text(res)
     assert text.count("line 0") == 1 and "[ranks 0-3]\n  stdout:\n      line 0" in text
     assert "[ranks 0-2]\n  Out: float64[3]  min 0 max 0" in text and "[rank 3]\n  Out: float64[3]  min 1 max 1" in text
     assert "finished: ranks 0-3 (0.010-0.013 s)" in text
@@ -72,35 +75,33 @@ def test_grouped_view_says_each_thing_once_with_its_ranks():
     assert len(finding) == 1 and finding[0].startswith("info [relayout] ranks 0-3: XLA copies a buffer")
     assert "What to do:" in finding[0] and "02_debugging_transpose.ipynb#What-XLA-compiled" in finding[0]
     assert "1 layout finding: 1 relayout (info)" in res.summary()
-    page = display.render_html(res)
+    page = view.render_html(res)
     assert page.count("class='mpinb-rank'") == 3  # ranks 0-3, ranks 0-2, rank 3
     assert "data-severity='info'" in page and "href='notebooks/02_debugging_transpose.ipynb#What-XLA-compiled'" in page
 
 
 def test_output_is_trimmed_to_head_and_tail():
     res = four_ranks(lines_per_rank=20_000)
-    text = display.render_text(res)
+    text = view.render_text(res)
     assert "line 0\n" in text and "line 19999" in text and "line 10000" not in text
     assert "... 19,800 lines hidden" in text
-    res.max_lines = 0
-    assert "line 10000" in display.render_text(res)
+    assert "line 10000" in view.render_text(res, ViewOptions(max_lines=0))
     assert res.stdout[0].count("\n") == 20_000  # the result keeps everything
 
 
 def test_many_ranks_get_a_state_grid():
     res = four_ranks()
-    assert "data-grid" not in display.render_html(res)
+    assert "data-grid" not in view.render_html(res)
     recs = {r: RankRecord(rank=r, ok=True, elapsed=0.01) for r in range(16)}
     big = CellResult("c", list(range(16)), recs, dict.fromkeys(range(16), ""), dict.fromkeys(range(16), ""),
                      dict.fromkeys(range(16), "finished"), 0.1)
-    page = display.render_html(big)
+    page = view.render_html(big)
     assert "data-grid='1'" in page and page.count("title='rank ") == 16
 
 
 def test_html_has_one_column_per_rank_and_an_image():
     res = result()
-    res.by_rank = True
-    page = display.render_html(res)
+    page = view.render_html(res, ViewOptions(by_rank=True))
     assert page.count("class='mpinb-rank'") == 3
     assert "data:image/png;base64," in page
 
@@ -136,14 +137,14 @@ def test_pictures_are_large_nearest_neighbour_and_share_one_scale():
     tags = [images.tags(res, r) for r in (0, 1)]
     assert tags[0] != tags[1] and all("mpinb-colourbar" in t and "image-rendering:pixelated" in t for t in tags)
     # the same words on both ranks, but different pictures: two groups, and no checksum in the view
-    text = display.render_text(res)
+    text = view.render_text(res)
     assert text.count("picture y: 4x4 values, colour scale 0 to 1 (shared by all ranks)") == 2, text
     assert "[rank 0]" in text and "[rank 1]" in text and "checksum" not in text
-    assert display.render_html(res).count("class='mpinb-image'") == 2
+    assert view.render_html(res).count("class='mpinb-image'") == 2
     recs[1] = RankRecord(rank=1, ok=True, show=dict(recs[0].show))  # equal pictures: one group
-    text = display.render_text(res)
+    text = view.render_text(res)
     assert text.count("picture y: 4x4 values") == 1 and "[ranks 0-1]" in text, text
-    assert display.render_html(res).count("class='mpinb-image'") == 1
+    assert view.render_html(res).count("class='mpinb-image'") == 1
 
 
 def test_difference_picture_where_jit_and_eager_differ():
@@ -151,7 +152,7 @@ def test_difference_picture_where_jit_and_eager_differ():
     rec = RankRecord(rank=0, ok=True, diff_images={"z": diff})
     res = CellResult("c", [0], {0: rec}, {0: ""}, {0: ""}, {0: "finished"}, 0.1)
     assert images.scales(res) == {"z: jit - eager": (-2.0, 2.0)}
-    assert "data-name='z: jit - eager'" in display.render_html(res)
+    assert "data-name='z: jit - eager'" in view.render_html(res)
 
 
 def test_parse_ranks():
@@ -168,12 +169,11 @@ def test_widget_html_and_text_carry_the_same_facts():
     """Notes (restart advice), shared warnings and per-rank text: in the widget, the HTML and
     text/plain alike."""
     for by_rank in (False, True):
-        res = result()
-        res.by_rank = by_rank
+        res, opts = result(), ViewOptions(by_rank=by_rank)
         res.notes.append("rank 2 is blocked inside MPI and cannot be interrupted: run %mpijax restart")
-        text = display.render_text(res)
-        page = display.render_html(res)
-        widget = widget_html(display.build_widget(res))
+        text = view.render_text(res, opts)
+        page = view.render_html(res, opts)
+        widget = widget_html(view.build_widget(res, opts))
         for fact in ("cannot be interrupted: run %mpijax restart", "rank 0 compiled a but rank 2 compiled b",
                      "ValueError: boom", "partial", "jit == eager: y", "a custom call without layout constraints"):
             assert fact in text, (by_rank, fact)
@@ -185,7 +185,7 @@ def test_records_are_typed_and_pickle():
     import pickle
     import typing
 
-    from mpinb.records import State
+    from mpinb.wire.records import State
 
     rec = result().records[1]
     assert pickle.loads(pickle.dumps(rec)) == rec  # noqa: S301 - our own bytes
@@ -205,27 +205,27 @@ def test_timeline_shows_who_waited_for_whom():
     recs = {r: RankRecord(rank=r, ok=True, elapsed=1.5, timeline=evs) for r, evs in lines.items()}
     res = CellResult("c", [0, 1, 2], recs, dict.fromkeys(lines, ""), dict.fromkeys(lines, ""),
                      dict.fromkeys(lines, "finished"), 1.6)
-    assert display.timeline.summary(res) == ("timeline: 1-2 mpinb calls per rank; longest wait: allreduce #1: "
+    assert timeline.summary(res) == ("timeline: 1-2 mpinb calls per rank; longest wait: allreduce #1: "
                                              "rank 1 entered 1.2 s after rank 0")
-    assert display.timeline.summary(res) in display.render_text(res)
-    picture = display.timeline.svg(res)
+    assert timeline.summary(res) in view.render_text(res)
+    picture = timeline_svg.svg(res)
     assert picture.startswith("<svg") and picture.count("<rect") == 5
     assert picture.count("data-op='allreduce'") == 3
     assert "rank 1: allreduce (call 1), 16 B, 0.0001 s, from 1.2 s" in picture
-    for page in (display.render_html(res), widget_html(display.build_widget(res))):
+    for page in (view.render_html(res), widget_html(view.build_widget(res))):
         assert "class='mpinb-timeline'" in page
-    assert display.timeline.svg(result()) == "" and "timeline" not in display.render_text(result())
+    assert timeline_svg.svg(result()) == "" and "timeline" not in view.render_text(result())
     # a rank without calls, and one without a record (still running), keep their rows
     recs[2] = RankRecord(rank=2, ok=True, elapsed=1.5)
     res.records[3], res.states[3] = None, "running"
     res.ranks.append(3)
-    picture = display.timeline.svg(res)
+    picture = timeline_svg.svg(res)
     assert "no mpinb call" in picture and "no record (running)" in picture and picture.count("<text x='2'") == 4
-    assert display.timeline.summary(res).startswith("timeline: 0-2 mpinb calls per rank")
+    assert timeline.summary(res).startswith("timeline: 0-2 mpinb calls per rank")
 
 
 def test_live_output_is_throttled_and_capped(capsys):
-    live = display.LiveOutput([0, 1], use_widgets=False, max_lines=5, interval=3600)
+    live = view.LiveOutput([0, 1], use_widgets=False, max_lines=5, interval=3600)
     for i in range(20):
         live(0, "stdout", f"line {i}\n")
     live(1, "stderr", "warn\n")
@@ -242,7 +242,7 @@ def test_live_output_first_text_goes_out_at_once_on_a_freshly_booted_machine(cap
     import time
 
     monkeypatch.setattr(time, "monotonic", lambda: 2.0)
-    live = display.LiveOutput([0], use_widgets=False, interval=60)
+    live = view.LiveOutput([0], use_widgets=False, interval=60)
     live(0, "stdout", "first\n")
     live(0, "stdout", "second\n")
     assert capsys.readouterr().out == "[stdout:0] first\n"  # the second waits for the interval
@@ -251,7 +251,7 @@ def test_live_output_first_text_goes_out_at_once_on_a_freshly_booted_machine(cap
 
 
 def test_live_output_sends_held_lines_when_due_and_never_splits_a_line(capsys):
-    live = display.LiveOutput([0], use_widgets=False, interval=0.05)
+    live = view.LiveOutput([0], use_widgets=False, interval=0.05)
     live(0, "stdout", "before the allreduce\nhal")
     assert capsys.readouterr().out == "[stdout:0] before the allreduce\n"  # whole lines only
     live(0, "stdout", "f a line\n")
@@ -276,18 +276,18 @@ def test_sixty_four_ranks_read_as_a_few_groups():
     states = {r: "failed" if r == 17 else "finished" for r in range(n)}
     res = CellResult("c", list(range(n)), recs, dict.fromkeys(range(n), "step 1\n"), dict.fromkeys(range(n), ""),
                      states, 0.5)
-    text = display.render_text(res)
+    text = view.render_text(res)
     headers = [line for line in text.splitlines() if line.startswith("[rank")]
     assert headers == ["[ranks 0-63]", "[ranks 0-16,18-62]", "[rank 17]", "[rank 63]"], headers
     assert "finished: ranks 0-16,18-63 (0.010 s); failed: rank 17 (0.010 s)" in text
-    page = display.render_html(res)
+    page = view.render_html(res)
     assert page.count("title='rank ") == n and page.count("class='mpinb-rank'") == 4
 
 
 def test_live_headers_show_each_rank_s_state_throttled():
     """Above each rank's live output: its state and time, in words, coloured by state; updated
     at most every state_interval seconds (the last state is kept for the next update)."""
-    live = display.LiveOutput([0, 1], use_widgets=True, state_interval=3600)
+    live = view.LiveOutput([0, 1], use_widgets=True, state_interval=3600)
     blocked = {"op": "allreduce", "call": 2, "bytes": 12, "peer": -1, "seconds": 4.93}
     live.state(0, "running", 5.2, blocked, None)
     live.state(1, "finished", 0.0123, None, None)  # within the interval: held
@@ -296,8 +296,8 @@ def test_live_headers_show_each_rank_s_state_throttled():
     live.state_interval = 0
     live.state(1, "failed", 0.5, None, "ValueError")
     assert "failed (ValueError)" in live.headers[1].value and "data-state='failed'" in live.headers[1].value
-    assert display.live_words("finished", 0.0123, None, None) == "finished in 0.01 s"
-    assert display.live_words("running", 2.4, None, None) == "running 2 s"
+    assert view.live_words("finished", 0.0123, None, None) == "finished in 0.01 s"
+    assert view.live_words("running", 2.4, None, None) == "running 2 s"
 
 
 def test_a_small_copy_is_one_line_with_its_detail_one_click_away():
@@ -309,17 +309,16 @@ def test_a_small_copy_is_one_line_with_its_detail_one_click_away():
                            "Cell In[4]:3", 128)
     large = dataclasses.replace(small, instruction="copy.3", nbytes=hlo.SMALL_COPY_BYTES)
     res.warnings = [small, large]
-    lines = [ln for ln in display.render_text(res).splitlines() if "[relayout]" in ln]
+    lines = [ln for ln in view.render_text(res).splitlines() if "[relayout]" in ln]
     assert lines[0] == ("info [relayout] rank 0: XLA copies 128 B around a collective at Cell In[4]:3: small, "
                         "nothing to do"), lines
     assert "What to do:" in lines[1] and "What to do:" not in lines[0]
-    page = display.render_html(res)
+    page = view.render_html(res)
     folded = page[page.index("<details"):page.index("</details>")]
     assert "<summary>info [relayout] rank 0: XLA copies 128 B" in folded and "What to do:" in folded
     assert page.count("<details") == 1
     # two small copies that read the same in one line: said once, counted
     res.warnings = [small, dataclasses.replace(small, instruction="copy.4")]
-    lines = [ln for ln in display.render_text(res).splitlines() if "[relayout]" in ln]
+    lines = [ln for ln in view.render_text(res).splitlines() if "[relayout]" in ln]
     assert lines == [f"{small_line} (2 copies)" for small_line in [lines[0].removesuffix(" (2 copies)")]], lines
-    res.by_rank = True
-    assert display.render_text(res).count("XLA copies 128 B") == 1
+    assert view.render_text(res, ViewOptions(by_rank=True)).count("XLA copies 128 B") == 1

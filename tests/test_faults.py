@@ -17,8 +17,9 @@ from topology import OTHER_HOST, SLURM, make_cluster
 from views import widget_html
 from waiting import OnOutput, inside, press_stop
 
-from mpinb import display
-from mpinb.cell import DEFAULT_GRACE, ClusterBusy, ClusterLost
+from mpinb import view
+from mpinb.client.cell_run import DEFAULT_GRACE
+from mpinb.errors import ClusterBusy, ClusterLost
 
 SETUP = ("import jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\n"
          "rank = MPI.COMM_WORLD.Get_rank()\nready = True")
@@ -75,7 +76,7 @@ def test_rank_raising_before_a_collective_is_reported_fast(cluster):
     text = res.text()
     assert "state: still running, blocked in allreduce (call" in text
     assert "run %mpijax restart" in text
-    with pytest.raises(ClusterBusy, match=r"rank\(s\) \[0, 2\] still run an earlier cell .*blocked in allreduce"):
+    with pytest.raises(ClusterBusy, match=r"ranks 0, 2 still run an earlier cell .*blocked in allreduce"):
         cluster.run_cell("1")
     cluster.restart()
     usable(cluster)  # the setup cell was replayed: mpi, jnp, rank, ready are defined again
@@ -171,7 +172,7 @@ def test_interrupt_says_when_ranks_stay_blocked_in_mpi(cluster):
     assert res.states[1] == res.states[2] == "running"
     note = "ranks 1-2 are blocked inside MPI and cannot be interrupted: run %mpijax restart"
     assert note in res.text() and "SIGINT" not in res.text()
-    assert note in widget_html(display.build_widget(res))
+    assert note in widget_html(view.build_widget(res))
     cluster.restart()
     usable(cluster)
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from mpinb import hlo
+from mpinb.analysis import hlo, hlo_text
 
 DATA = Path(__file__).parent / "data"
 
@@ -18,15 +18,15 @@ def kinds(warnings):
 
 
 def test_parse_shapes_and_layouts():
-    arrays = hlo.parse_arrays("(f32[2,4,6]{2,0,1}, s8[])")
+    arrays = hlo_text.parse_arrays("(f32[2,4,6]{2,0,1}, s8[])")
     assert [str(a) for a in arrays] == ["f32[2,4,6]{2,0,1}", "s8[]"]
     assert not arrays[0].row_major and arrays[1].row_major
     assert arrays[0].nbytes == 192
-    assert hlo.parse_arrays("bf16[3,5]{1,0:T(8,128)}")[0].row_major
+    assert hlo_text.parse_arrays("bf16[3,5]{1,0:T(8,128)}")[0].row_major
 
 
 def test_safe_transpose_has_only_relayout_warnings_with_sizes_and_source():
-    module = hlo.parse_module(load("safe_transpose.hlo.txt"))
+    module = hlo_text.parse_module(load("safe_transpose.hlo.txt"))
     warnings = hlo.layout_warnings(module, rank=0)
     assert kinds(warnings) == ["relayout", "relayout"]
     feeding = [w for w in warnings if "to feed mpinb_alltoall" in w.message]
@@ -36,7 +36,7 @@ def test_safe_transpose_has_only_relayout_warnings_with_sizes_and_source():
 
 
 def test_follow_producer_is_the_seed_bug_signature():
-    warnings = hlo.layout_warnings(hlo.parse_module(load("follow_transpose.hlo.txt")), rank=1)
+    warnings = hlo.layout_warnings(hlo_text.parse_module(load("follow_transpose.hlo.txt")), rank=1)
     bad = [w for w in warnings if w.kind == "non-row-major"]
     assert len(bad) == 1
     assert "f32[2,4,6]{2,0,1}" in bad[0].message and bad[0].rank == 1
@@ -44,7 +44,7 @@ def test_follow_producer_is_the_seed_bug_signature():
 
 
 def test_unconstrained_custom_call_is_reported():
-    warnings = hlo.layout_warnings(hlo.parse_module(load("unconstrained_transpose.hlo.txt")), rank=0)
+    warnings = hlo.layout_warnings(hlo_text.parse_module(load("unconstrained_transpose.hlo.txt")), rank=0)
     assert [w.kind for w in warnings if w.kind in ("unconstrained", "non-row-major")] == ["unconstrained"]
     assert "no operand layout constraints" in next(w for w in warnings if w.kind == "unconstrained").message
 
@@ -66,7 +66,7 @@ def test_same_sequences_are_not_divergent():
 
 
 def test_highlight_marks_only_non_row_major():
-    marked = hlo.highlight_layouts(load("follow_transpose.hlo.txt"), only_custom_calls=True)
+    marked = hlo_text.highlight_layouts(load("follow_transpose.hlo.txt"), only_custom_calls=True)
     assert "<<f32[2,4,6]{2,0,1}>>" in marked
     assert "<<f32[2,4,6]{2,1,0}>>" not in marked
 
@@ -127,7 +127,7 @@ def test_a_missing_collective_is_counted():
 def test_hlo_view_shows_identical_ranks_once_with_marked_lines():
     """Two ranks compiled the same module (their MPI handles differ, as they do per process):
     one block for both, the non-row-major lines highlighted in the HTML."""
-    from mpinb.magic import HloView
+    from mpinb.view.tables import HloView
 
     text = ("HloModule m\nENTRY %main {\n  %a = f32[4,4]{0,1} parameter(0)\n  ROOT %c = (f32[4,4]{0,1}, s8[]) "
             'custom-call(%a), custom_call_target="mpinb_alltoall", backend_config={comm = 5 : i64}\n}\n')

@@ -8,7 +8,7 @@ import pytest
 from IPython.core.error import UsageError
 from shell import ipython_shell
 
-from mpinb.cell import CellFailed
+from mpinb.errors import CellFailed
 
 SEED = """
 import jax, jax.numpy as jnp, numpy as np
@@ -66,7 +66,7 @@ def test_seed_transpose_compare_shows_both_columns_and_no_layout_error(ip, capsy
 
 
 def test_unconstrained_custom_call_shows_warning_2(ip, capsys):
-    res = cell(ip, "", "from mpinb import teaching\nu = jax.jit(lambda b: teaching.alltoall_unconstrained("
+    res = cell(ip, "", "from mpinb.mpi import teaching\nu = jax.jit(lambda b: teaching.alltoall_unconstrained("
                        "b.reshape(4, size, -1).transpose(1, 0, 2)))(block)")
     assert [w.rank for w in res.warnings if w.kind == "unconstrained"] == [0, 1]
     assert "warning [unconstrained] ranks 0-1: a custom call without layout constraints" in capsys.readouterr().out
@@ -91,7 +91,7 @@ def test_python_state_makes_jit_differ_from_eager(ip, capsys):
 
 
 def test_seed_bug_reproduction_jit_wrong_eager_right(ip):
-    code = ("from mpinb import teaching\n"
+    code = ("from mpinb.mpi import teaching\n"
             "def bad(b):\n"
             "    n, cols = b.shape\n"
             "    return teaching.alltoall_follow_producer(b.reshape(n, size, cols // size).transpose(1, 0, 2))"
@@ -188,7 +188,7 @@ def test_show_summaries_and_result(ip):
 def test_timeout_reports_running_ranks(ip):
     res = cell(ip, "--timeout 1 --ranks 0 --no-hlo --no-raise", "import time; time.sleep(3)")
     assert res.timed_out and res.states == {0: "running"}
-    with pytest.raises(UsageError, match=r"rank\(s\) \[0\] still run an earlier cell"):
+    with pytest.raises(UsageError, match=r"rank 0 still runs an earlier cell"):
         cell(ip, "--ranks 0", "1")
     assert cluster_of(ip).wait_idle(timeout=120)  # the sleep ends; the next cell may run
     assert cell(ip, "--ranks 0 --no-hlo", "2").ok
@@ -208,7 +208,7 @@ def test_usage_errors(ip):
 
 
 def test_restart_says_what_was_lost_and_what_came_back():
-    from mpinb.magic import restart_words
+    from mpinb.view.words import restart_words
 
     assert restart_words(4, 9.23, 0, True) == (
         "4 MPI engines restarted in 9.2 s; the engines' variables are gone (there are no --setup cells to replay)")
@@ -218,7 +218,7 @@ def test_restart_says_what_was_lost_and_what_came_back():
 
 def test_status_table_words_rank_lists_as_the_view_does():
     """One rank still in a cell reads "rank 0", not a bare "0" that reads as "none"."""
-    from mpinb.magic import StatusTable
+    from mpinb.view.tables import StatusTable
 
     text = StatusTable({"engines": [0, 1, 2, 3], "blocked_ranks": [0], "pids": [11, 12]}).text()
     assert re.search(r"^ranks still in a cell +rank 0$", text, re.M)

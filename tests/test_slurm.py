@@ -13,8 +13,8 @@ import pytest
 import slurm_cluster
 from rerun import pytest_passes
 
-from mpinb import launchers
-from mpinb.cluster import MPICluster
+from mpinb.client.cluster import MPICluster
+from mpinb.launch import launchers
 
 TIMEOUT = 1200
 ENGINE_ENV = {"UCX_NET_DEVICES": "lo"}  # the test's Slurm nodes are this machine

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from mpinb import status
+from mpinb.wire import status
 
 
 def test_exit_lines_survive_the_launcher_output_around_them():
@@ -38,10 +38,10 @@ def test_inflight_of_published_data():
 
 
 def test_the_launch_wrapper_reports_how_its_child_ended(tmp_path):
-    """mpinb.launch on its own: the child dies of SIGKILL; the exit record line is on stderr."""
+    """mpinb.launch.rank on its own: the child dies of SIGKILL; the exit record line is on stderr."""
     child = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
     env = {"PMI_RANK": "5", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run([sys.executable, "-m", "mpinb.launch", "--status-dir", str(tmp_path), "--",
+    proc = subprocess.run([sys.executable, "-m", "mpinb.launch.rank", "--status-dir", str(tmp_path), "--",
                            sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 128 + 9
     assert status.parse_exit_lines(proc.stderr)[5]["description"] == "killed by signal 9 (SIGKILL)"

@@ -7,7 +7,8 @@ rerun the fault and output tests those ways."""
 import os
 from pathlib import Path
 
-from mpinb.cluster import MPICluster, default_mpiexec
+from mpinb.client.cluster import MPICluster
+from mpinb.launch.launchers import default_mpiexec
 
 OTHER_HOST = os.environ.get("MPINB_TEST_OTHER_HOST") == "1"
 SLURM = os.environ.get("MPINB_TEST_SLURM") == "1"

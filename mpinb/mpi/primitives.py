@@ -98,7 +98,7 @@ def make_primitive(
     loop_alias_min_bytes: inside a loop body, operand 0 and result 0 may share their buffer
         when the operand has at least this many bytes (the loop carry is then not copied).
     operand_layouts(args, avals) -> minor-to-major layouts of the passed operands, or None for no
-        layout constraints at all. Only mpinb.teaching overrides the row-major default, to
+        layout constraints at all. Only mpinb.mpi.teaching overrides the row-major default, to
         reproduce the seed bug on purpose.
     """
     if name not in OPS:

@@ -1,11 +1,11 @@
 """An ipyparallel cluster of MPI engines (engine id == MPI rank) with mpinb loaded on every rank.
 
-    from mpinb.cluster import MPICluster
+    from mpinb import MPICluster
     cluster = MPICluster(n=4).start()      # progress bar while the engines register
     result = cluster.run_cell("import jax; x = jax.numpy.ones(3)")
     cluster.stop()
 
-Launching (see :mod:`mpinb.launchers`): by default a single-node job on loopback, started with
+Launching (see :mod:`mpinb.launch.launchers`): by default a single-node job on loopback, started with
 MPICH's ``mpiexec.gforker`` from the ``mpich`` wheel (it opens no listening socket) and
 shared-memory MPI transports; nothing listens on a network interface. ``launcher="slurm"`` runs
 the ranks as a job step of the current Slurm allocation (``srun --mpi=pmi2``) or, outside one,
@@ -23,59 +23,30 @@ import glob
 import os
 import secrets
 import shutil
-import signal
 import stat
 import tempfile
 import time
 
 from traitlets.config import Config
 
-from . import launchers
-from .launchers import LOCAL_MPI_ENV, LauncherError, default_mpiexec  # noqa: F401 - public names
+from ..analysis.grouping import label
+from ..errors import ClusterBusy, ClusterError, ClusterLost, ClusterNotRunning, LauncherError
+from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
+from ..options import CellOptions
+from .health import ClusterHealth
+from .progress import StartProgress
 
 DEFAULT_START_TIMEOUT = 120.0
 
 
-class ClusterError(RuntimeError):
-    """The cluster could not be started, reached or used."""
-
-
-
-
-class StartProgress:
-    """The progress bar of a cluster's start (tqdm: a widget in a notebook, text elsewhere): one
-    bar from the moment start() is called until the engines are ready, counting the engines as
-    they register and naming the phase, so that its clock and the "ready in" message agree."""
-
-    def __init__(self, n: int, show: bool):
-        self.bar = None
-        if show:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=n, desc="starting the controller", unit="engine",
-                            bar_format="{desc}: {n_fmt}/{total_fmt} engines {bar} {elapsed_s:.1f} s")
-
-    def phase(self, words: str) -> None:
-        if self.bar is not None:
-            self.bar.set_description_str(words)
-
-    def count(self, registered: int) -> None:
-        if self.bar is not None and registered != self.bar.n:
-            self.bar.update(registered - self.bar.n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-class MPICluster:
+class MPICluster(ClusterHealth):
     """Lifecycle of the engine cluster: ``start``, ``stop``, ``restart``, ``status``.
 
     Parameters
     ----------
     n: number of MPI ranks (engines).
     launcher: ``"local"`` (default), ``"mpiexec"`` (default when ``mpi_cmd`` or ``mpi_args`` is
-        given) or ``"slurm"``; see :mod:`mpinb.launchers`.
+        given) or ``"slurm"``; see :mod:`mpinb.launch.launchers`.
     mpi_cmd: launcher command: for ``mpiexec`` default the ``mpich`` wheel's hydra ``mpiexec``;
         for ``slurm`` default ``srun``.
     mpi_args: extra launcher arguments (``["--bind-to", "core"]``, ``["--cpu-bind=cores"]``, ...);
@@ -104,8 +75,8 @@ class MPICluster:
             raise ValueError(f"MPICluster: n must be a positive int, got {n!r}")
         if launcher is None:
             launcher = "mpiexec" if (mpi_cmd or mpi_args) else "local"
-        if launcher not in launchers.LAUNCHERS:
-            raise ValueError(f"MPICluster: launcher must be one of {', '.join(launchers.LAUNCHERS)}, got {launcher!r}")
+        if launcher not in LAUNCHERS:
+            raise ValueError(f"MPICluster: launcher must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
         if launcher == "local" and (mpi_cmd or mpi_args):
             raise ValueError("MPICluster: the local launcher takes no mpi_cmd or mpi_args (use launcher='mpiexec')")
         slurm_only = {"nodes": nodes, "partition": partition, "account": account, "time_limit": time_limit}
@@ -119,7 +90,7 @@ class MPICluster:
         self.mpi_cmd = list(mpi_cmd) if mpi_cmd else None
         self.mpi_args = list(mpi_args)
         self.nodes, self.partition, self.account, self.time_limit = nodes, partition, account, time_limit
-        self.slurm_mode = launchers.slurm_mode() if launcher == "slurm" else None
+        self.slurm_mode = slurm_mode() if launcher == "slurm" else None
         self.engine_env = dict(engine_env or {})
         self.controller_ip = controller_ip
         self.encrypt = encrypt
@@ -137,7 +108,9 @@ class MPICluster:
         self.start_seconds: float | None = None
         self.setup_cells: list[str] = []
         self.outstanding: dict = {}       # rank -> AsyncResult of a cell that has not finished
+        self._watched: dict = {}          # rank -> AsyncResult of the cell being run (its status)
         self.lost: str | None = None      # why the MPI job is gone, once it is
+        self._own_cluster_id = False      # the id was made here (a restart makes a new one)
 
     @property
     def local(self) -> bool:
@@ -157,13 +130,14 @@ class MPICluster:
         """The ipyparallel configuration this cluster starts with (inspectable, testable)."""
         c = Config()
         c.Cluster.n = self.n
-        c.Cluster.controller_ip = launchers.controller_ip(self)
-        if launchers.encrypted(self):
+        launch = launcher_for(self)
+        c.Cluster.controller_ip = launch.controller_ip()
+        if launch.encrypted():
             c.Cluster.controller_args = ["--IPController.enable_curve=True"]
         # UCX's own crash handler prints a C backtrace (seconds, under load) before the rank
         # dies; faulthandler already gives the Python one, and the report must come fast.
         env = {"JAX_PLATFORMS": "cpu", "UCX_HANDLE_ERRORS": "none"}
-        launchers.configure(c, self, env)
+        launch.configure(c, env)
         return c
 
     # ----------------------------------------------------------------------- lifecycle
@@ -211,7 +185,7 @@ class MPICluster:
             self._teardown()
             raise
         except Exception as exc:
-            output = self._launcher_output()[-2000:] + launchers.queue_state(self)
+            output = self._launcher_output()[-2000:] + launcher_for(self).queue_state()
             self._teardown()
             raise ClusterError(f"{self.n} MPI engines did not come up "
                                f"(waited up to {self.start_timeout:.0f} s): {exc}"
@@ -219,10 +193,10 @@ class MPICluster:
         self._protect_connection_files()
         self.view = self.client[:]
         self.view.block = True
-        from . import engine
+        from ..engine.state import setup
 
         progress.phase("setting up the engines")
-        infos = self.view.apply_sync(engine.setup, self.dump_root, self.status_dir, self.checked)
+        infos = self.view.apply_sync(setup, self.dump_root, self.status_dir, self.checked)
         ranks = [info["rank"] for info in infos]
         ids = list(self.client.ids)
         if ranks != ids:
@@ -261,38 +235,11 @@ class MPICluster:
         namespaces are discarded anyway, and a rank blocked inside MPI would not answer."""
         self._teardown()
 
-    def _signal_engines(self, sig: int, ranks=None) -> None:
-        """Send ``sig`` to engines through ipyparallel: each engine's nanny, on the engine's own
-        host, signals its engine. Never a local os.kill with a PID an engine reported: on a
-        cluster that number belongs to another host."""
-        if self.client is None:
-            return
-        targets = sorted(self._registered() if ranks is None else set(ranks) & self._registered())
-        if targets:
-            with contextlib.suppress(Exception):  # an engine already gone has no nanny to answer
-                self.client.send_signal(sig, targets=targets, block=False)
-
-    def _registered(self) -> set[int]:
-        """Engine ids the controller still knows (a dead engine's nanny unregisters it)."""
-        try:
-            return set(self.client.ids) if self.client is not None else set()
-        except Exception:  # noqa: BLE001 - the controller itself is gone
-            return set()
-
-    def _kill_engines(self) -> None:
-        """SIGKILL every engine (SIGINT cannot free a rank blocked inside MPI), then give the
-        nannies a moment to report them gone."""
-        self._signal_engines(signal.SIGKILL)
-        end = time.monotonic() + 3.0
-        while self._registered() and time.monotonic() < end:
-            time.sleep(0.05)
-
-
     def _teardown(self) -> None:
         cluster, self._cluster = self._cluster, None
         self._kill_engines()
         if cluster is not None:
-            launchers.end_job(self, cluster)  # so that stopping does not wait
+            launcher_for(self).end_job(cluster)  # so that stopping does not wait
         if self.client is not None:
             with contextlib.suppress(Exception):  # best effort on the way down
                 self.client.close()
@@ -306,69 +253,8 @@ class MPICluster:
         if self.workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
-        if getattr(self, "_own_cluster_id", False):  # a restart gets a new id (and job name)
+        if self._own_cluster_id:  # a restart gets a new id (and job name)
             self.cluster_id, self._own_cluster_id = None, False
-
-    # ----------------------------------------------------------------------- faults
-    def interrupt(self, ranks=None) -> None:
-        """SIGINT the engines (the notebook's stop button). A rank in Python stops with
-        KeyboardInterrupt; a rank blocked inside MPI stays blocked (see inflight)."""
-        self._signal_engines(signal.SIGINT, ranks)
-
-    def _launcher_output(self) -> str:
-        """What the MPI launcher and the engines printed so far: the launcher's output file on
-        the notebook's host (a batch job's output file is where Slurm writes it). Read afresh
-        each time: ipyparallel's get_output() keeps its first read and may delete the file."""
-        engine_sets = getattr(self._cluster, "engines", {}) if self._cluster is not None else {}
-        text = ""
-        for engine_set in list(engine_sets.values()):
-            path = getattr(engine_set, "output_file", "")
-            with contextlib.suppress(OSError), open(path, errors="replace") as fh:
-                text += fh.read()
-        return text
-
-    def exit_records(self) -> dict[int, dict]:
-        """How dead engines ended: {rank: {"description": ..., "fault": ...}}, from the exit
-        record lines mpinb.launch writes and the MPI launcher brings back (mpinb.status)."""
-        from .status import parse_exit_lines
-
-        return parse_exit_lines(self._launcher_output())
-
-    def dead_ranks(self) -> dict[int, str]:
-        """{rank: how it ended} for engines that are gone: unregistered from the controller (their
-        nanny saw them exit), described by the launcher's exit record where there is one."""
-        registered = self._registered()
-        gone = [e["rank"] for e in self.engines if e["rank"] not in registered]
-        if not gone:
-            return {}
-        records = self.exit_records()  # only read once something ended: it is the launcher's log
-        return {rank: records[rank]["description"] if rank in records else "process ended" for rank in gone}
-
-    def watch(self, results: dict) -> None:
-        """The AsyncResults of the cell being submitted, by rank: where ``inflight`` reads."""
-        self._watched = dict(results)
-
-    def inflight(self, rank: int) -> dict | None:
-        """The MPI call ``rank`` is blocked in, as its engine last published it over the
-        network while running a cell (None if idle, not in a collective, or unknown)."""
-        from .status import inflight_of
-
-        ar = self.outstanding.get(rank) or getattr(self, "_watched", {}).get(rank)
-        info = inflight_of(ar.data) if ar is not None else None
-        return None if info is None else dict(info, age=0.0)  # published every 0.2 s: fresh
-
-    def fault_report(self, rank: int) -> str:
-        """What faulthandler wrote for a rank that crashed (segfault traceback), if anything."""
-        return self.exit_records().get(rank, {}).get("fault", "")
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` seconds (None: no limit) for the ranks still running an
-        earlier cell (one that timed out, say) to finish it; True once every rank is idle."""
-        end = None if timeout is None else time.monotonic() + timeout
-        for ar in list(self.outstanding.values()):
-            left = None if end is None else max(0.0, end - time.monotonic())
-            ar.wait(left)
-        return all(ar.ready() for ar in self.outstanding.values())
 
     def restart(self, replay_setup: bool = True) -> MPICluster:
         """Kill and start a cluster of the same size; replay the cells marked as setup. The
@@ -378,7 +264,7 @@ class MPICluster:
         self.start()
         if replay_setup:
             for code in cells:
-                self.run_cell(code, setup=True)
+                self.run_cell(code, CellOptions(setup=True))
         return self
 
     def status(self) -> dict:
@@ -404,16 +290,17 @@ class MPICluster:
     def ensure_ready(self) -> None:
         """Raise unless a cell can run now: RuntimeError without a cluster, ClusterLost once the
         MPI job ended, ClusterBusy while ranks still run an earlier cell."""
-        from .cell import ClusterBusy, ClusterLost, describe_inflight
+        from ..view.words import describe_inflight
 
         if not self.running:
-            raise RuntimeError("no cluster running: start one with %mpijax start -n N (or MPICluster(n).start())")
+            raise ClusterNotRunning("no cluster running: start one with %mpijax start -n N (or MPICluster(n).start())")
         if self.lost:
             raise ClusterLost(f"the MPI job is gone ({self.lost}); run %mpijax restart (cluster.restart())")
         busy = {r: ar for r, ar in self.outstanding.items() if not ar.ready()}
         if busy:
             where = "; ".join(f"rank {r} {describe_inflight(self.inflight(r))}" for r in sorted(busy))
-            raise ClusterBusy(f"rank(s) {sorted(busy)} still run an earlier cell ({where}); wait for it, "
+            verb = "still runs" if len(busy) == 1 else "still run"
+            raise ClusterBusy(f"{label(busy, sep=', ')} {verb} an earlier cell ({where}); wait for it, "
                               "interrupt it, or %mpijax restart")
 
     def begin_cell(self) -> None:
@@ -428,13 +315,18 @@ class MPICluster:
         """Note that the MPI job is gone and why ("rank 1 ..."): later cells raise ClusterLost."""
         self.lost = cause
 
-    def run_cell(self, code: str, **options):
-        """Run ``code`` on every rank (or ``ranks=...``); see :func:`mpinb.cell.run_cell`."""
-        from .cell import run_cell
+    def run_cell(self, code: str, options: CellOptions | None = None, *, stream=None, **keywords):
+        """Run ``code`` on every rank (or ``ranks=...``) and return its result (a
+        :class:`~mpinb.client.result.CellResult`). The options are a
+        :class:`~mpinb.options.CellOptions` or its fields as keywords (``compare=True``,
+        ``timeout=30``, ``show=["y"]``, ...); ``stream`` receives output and states while it runs
+        (mpinb.client.cell_run.CellRun). A ``setup=True`` cell that finished on every rank is
+        replayed after a restart."""
+        from .cell_run import CellRun
 
-        setup = options.pop("setup", False)
-        result = run_cell(self, code, **options)
-        if setup and code not in self.setup_cells and result.ok:
+        options = CellOptions(**keywords) if options is None else options
+        result = CellRun(self, code, options, stream=stream).run()
+        if options.setup and code not in self.setup_cells and result.ok:
             self.setup_cells.append(code)
         return result
 

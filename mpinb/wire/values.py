@@ -3,7 +3,7 @@
 Arrays are described by shape, dtype, min/max/mean and a short preview instead of being sent
 whole from the engines; 2-D arrays can also travel as a small image (at most IMAGE_SIDE values
 per side, nearest-neighbour sampled), which the notebook colours on one scale shared by all
-ranks (``mpinb.images``).
+ranks (``mpinb.view.images``).
 """
 
 from __future__ import annotations

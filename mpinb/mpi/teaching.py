@@ -13,10 +13,10 @@ in real code.
 
 from __future__ import annotations
 
-from .mpi import validation as v
-from .mpi.collectives import _alltoall_abstract
-from .mpi.jax_compat import ir
-from .mpi.primitives import make_primitive, row_major
+from . import validation as v
+from .collectives import _alltoall_abstract
+from .jax_compat import ir
+from .primitives import make_primitive, row_major
 
 
 def _transpose_permutation(value: ir.Value) -> list[int] | None:

@@ -1,9 +1,9 @@
-"""Engine wrapper: ``python -m mpinb.launch --status-dir DIR -- ENGINE COMMAND...``.
+"""Engine wrapper: ``python -m mpinb.launch.rank --status-dir DIR -- ENGINE COMMAND...``.
 
 mpiexec (or srun) starts this wrapper as the rank process; it runs the real engine as a child
 (which inherits the MPI environment and becomes the MPI rank), forwards SIGINT/SIGTERM/SIGHUP to
 it, and when the child ends abnormally writes one exit record line to stderr (see
-:mod:`mpinb.status`): the exit code or the signal that killed it, and what faulthandler wrote.
+:mod:`mpinb.wire.status`): the exit code or the signal that killed it, and what faulthandler wrote.
 The MPI launcher carries that line to the notebook's host. That is how a SIGKILL, a segfault or
 ``os._exit`` of one rank is reported by rank and cause instead of as a generic timeout. DIR is
 a directory on the engine's own host (for the fault file). The wrapper exits like its child.
@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from .status import exit_line, fault_path
+from ..wire.status import exit_line, fault_path
 
 EXIT_LINGER = 1.0  # seconds
 RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
@@ -62,7 +62,7 @@ def ensure_profile_dir(command: list[str], env=os.environ) -> None:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 3 or argv[0] != "--status-dir" or "--" not in argv:
-        print("usage: python -m mpinb.launch --status-dir DIR -- COMMAND...", file=sys.stderr)
+        print("usage: python -m mpinb.launch.rank --status-dir DIR -- COMMAND...", file=sys.stderr)
         return 2
     status_dir = argv[1]
     command = argv[argv.index("--") + 1:]

@@ -14,7 +14,7 @@ already has:
         "cell": 12}                      # the engine's cell counter
 
 2. **Exit record** (launcher wrapper -> notebook, when an engine process ends abnormally).
-   ``mpinb.launch`` writes one line to its stderr, which the MPI launcher (mpiexec, srun)
+   ``mpinb.launch.rank`` writes one line to its stderr, which the MPI launcher (mpiexec, srun)
    forwards to the process that started it, next to the notebook, where ipyparallel keeps it
    in the engine set's output::
 

@@ -15,7 +15,7 @@ user's source line:
 4. ``divergent``: ranks compiled different sequences of collectives for the same function,
    a deadlock risk.
 
-Layout braces are minor-to-major: ``f32[4,64,64]{2,1,0}`` is row-major.
+The HLO text itself is read by mpinb.analysis.hlo_text.
 """
 
 from __future__ import annotations
@@ -24,203 +24,13 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from .optable import AGREEMENT
+from ..optable import AGREEMENT
+from .hlo_text import Array, Instruction, Module, human_bytes, parse_arrays, parse_module
 
+#: the severities of findings, most severe first
+SEVERITIES = ("error", "warning", "info")
 #: custom-call targets that are MPI collectives (mpinb's, and mpi4jax's for comparison)
 COLLECTIVE_PREFIXES = ("mpinb_", "mpi_")
-
-_DTYPE_BYTES = {
-    "pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4,
-    "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16, "s4": 1, "u4": 1,
-    "f8e4m3fn": 1, "f8e5m2": 1,
-}
-_ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\](?:\{([^}]*)\})?")
-
-
-@dataclasses.dataclass(frozen=True)
-class Array:
-    dtype: str
-    dims: tuple[int, ...]
-    layout: tuple[int, ...] | None  # minor-to-major; None when not printed
-
-    @property
-    def nbytes(self) -> int:
-        n = 1
-        for d in self.dims:
-            n *= d
-        return n * _DTYPE_BYTES.get(self.dtype, 4)
-
-    @property
-    def row_major(self) -> bool:
-        return self.layout is None or self.layout == tuple(range(len(self.dims) - 1, -1, -1))
-
-    def __str__(self) -> str:
-        dims = ",".join(map(str, self.dims))
-        lay = "" if self.layout is None else "{" + ",".join(map(str, self.layout)) + "}"
-        return f"{self.dtype}[{dims}]{lay}"
-
-
-def parse_arrays(shape_text: str) -> list[Array]:
-    """All array shapes in a (possibly tuple) HLO shape string, in order."""
-    out = []
-    for m in _ARRAY.finditer(shape_text):
-        dtype, dims, layout = m.groups()
-        if dtype in ("token",):
-            continue
-        dims_t = tuple(int(d) for d in dims.split(",") if d)
-        lay = None
-        if layout is not None:
-            core = layout.split(":")[0]
-            lay = tuple(int(d) for d in core.split(",") if d.strip().lstrip("-").isdigit())
-        out.append(Array(dtype, dims_t, lay))
-    return out
-
-
-@dataclasses.dataclass
-class Instruction:
-    name: str
-    shape: str
-    opcode: str
-    operands: list[str]
-    attrs: str
-    computation: str
-
-    @property
-    def arrays(self) -> list[Array]:
-        return parse_arrays(self.shape)
-
-    def attr(self, key: str) -> str | None:
-        m = re.search(rf"\b{re.escape(key)}=(\"[^\"]*\"|\{{|[^,\s]+)", self.attrs)
-        if not m:
-            return None
-        if m.group(1) == "{":
-            start = m.end(1) - 1
-            return _balanced(self.attrs, start, "{", "}")[1:-1]
-        return m.group(1).strip('"')
-
-
-@dataclasses.dataclass
-class Module:
-    name: str
-    instructions: dict[str, Instruction]
-    order: list[str]                       # textual (scheduled) order
-    computations: dict[str, list[str]]     # computation name -> instruction names
-    frames: dict[int, tuple[str, int, str, int]]  # frame id -> (file, line, function, parent id)
-
-    def source(self, inst: Instruction, skip: Sequence[str] = ("/mpinb/", "/jax/", "/jaxlib/")) -> str | None:
-        """'file:line (function)' of the innermost frame of the instruction's stack outside mpinb/JAX."""
-        meta = inst.attr("metadata") or ""
-        m = re.search(r'source_file="([^"]*)" source_line=(\d+)', meta)
-        if m:
-            return f"{m.group(1)}:{m.group(2)}"
-        m = re.search(r"stack_frame_id=(\d+)", meta)
-        if not m:
-            return None
-        frame = int(m.group(1))
-        first = None
-        seen = set()
-        while frame in self.frames and frame not in seen:
-            seen.add(frame)
-            file, line, func, parent = self.frames[frame]
-            where = f"{file}:{line} ({func})"
-            first = first or where
-            if not any(s in file for s in skip):
-                return where
-            frame = parent
-        return first
-
-    def producer(self, name: str) -> Instruction | None:
-        return self.instructions.get(name)
-
-    def users(self, name: str) -> list[Instruction]:
-        return [i for i in self.instructions.values() if name in i.operands]
-
-
-def _balanced(text: str, start: int, open_: str, close: str) -> str:
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] == open_:
-            depth += 1
-        elif text[i] == close:
-            depth -= 1
-            if depth == 0:
-                return text[start:i + 1]
-    return text[start:]
-
-
-_COMP_HEAD = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->\s*.*\{\s*$")
-_INST_HEAD = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*")
-
-
-def parse_module(text: str, name: str | None = None) -> Module:
-    lines = text.splitlines()
-    mod_name = name
-    if mod_name is None:
-        m = re.match(r"HloModule\s+([\w.\-]+)", text)
-        mod_name = m.group(1) if m else "module"
-    files, funcs, locs, frames = {}, {}, {}, {}
-    section = None
-    insts: dict[str, Instruction] = {}
-    order: list[str] = []
-    comps: dict[str, list[str]] = {}
-    current = None
-    for line in lines:
-        stripped = line.strip()
-        if stripped in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
-            section = stripped
-            continue
-        if section and stripped and stripped[0].isdigit():
-            key, _, rest = stripped.partition(" ")
-            k = int(key)
-            if section == "FileNames":
-                files[k] = rest.strip('"')
-            elif section == "FunctionNames":
-                funcs[k] = rest.strip('"')
-            elif section == "FileLocations":
-                f = re.search(r"file_name_id=(\d+)", rest)
-                fn = re.search(r"function_name_id=(\d+)", rest)
-                ln = re.search(r"\bline=(\d+)", rest)
-                locs[k] = (int(f.group(1)) if f else 0, int(fn.group(1)) if fn else 0, int(ln.group(1)) if ln else 0)
-            elif section == "StackFrames":
-                loc = re.search(r"file_location_id=(\d+)", rest)
-                par = re.search(r"parent_frame_id=(\d+)", rest)
-                frames[k] = (int(loc.group(1)) if loc else 0, int(par.group(1)) if par else 0)
-            continue
-        if not stripped:
-            section = None
-            continue
-        head = _COMP_HEAD.match(stripped)
-        if head and "=" not in stripped.split("(")[0]:
-            section = None
-            current = head.group(2)
-            comps[current] = []
-            continue
-        if stripped == "}":
-            current = None
-            continue
-        m = _INST_HEAD.match(line)
-        if not m or current is None:
-            continue
-        rest = line[m.end():]
-        shape = _balanced(rest, 0, "(", ")") if rest.startswith("(") else rest.split(" ", 1)[0]
-        after = rest[len(shape):].lstrip()
-        op_m = re.match(r"([\w\-]+)\(", after)
-        if not op_m:
-            continue
-        opcode = op_m.group(1)
-        args = _balanced(after, op_m.end() - 1, "(", ")")
-        attrs = after[op_m.end() - 1 + len(args):].lstrip(", ")
-        operands = re.findall(r"%([\w.\-]+)", args)
-        inst = Instruction(m.group(1), shape, opcode, operands, attrs, current)
-        insts[inst.name] = inst
-        order.append(inst.name)
-        comps[current].append(inst.name)
-    resolved = {}
-    for fid, (loc, parent) in frames.items():
-        file_id, func_id, line_no = locs.get(loc, (0, 0, 0))
-        # parent_frame_id is the parent's id + 1; 0 means "no parent" (XLA's printing)
-        resolved[fid] = (files.get(file_id, "?"), line_no, funcs.get(func_id, "?"), parent - 1)
-    return Module(mod_name, insts, order, comps, resolved)
 
 
 # ----------------------------------------------------------------------------- warnings
@@ -298,7 +108,7 @@ class HloWarning:
         """The finding in one line: what is copied, how much, where; for a small one, that it
         needs nothing."""
         where = f" at {self.source}" if self.source else ""
-        return f"XLA copies {_human(self.nbytes or 0)} around a collective{where}: small, nothing to do"
+        return f"XLA copies {human_bytes(self.nbytes or 0)} around a collective{where}: small, nothing to do"
 
     def plain(self, link: bool = True) -> str:
         """The finding in plain words, without severity, rank or module: meaning, where, what to
@@ -316,8 +126,7 @@ def distinct(warnings) -> list[tuple[HloWarning, list[int | None]]]:
         _, ranks = seen.setdefault(w.identity, (w, []))
         if w.rank not in ranks:
             ranks.append(w.rank)
-    order = {"error": 0, "warning": 1, "info": 2}
-    return sorted(seen.values(), key=lambda item: order[item[0].severity])
+    return sorted(seen.values(), key=lambda item: SEVERITIES.index(item[0].severity))
 
 
 def is_collective(inst: Instruction) -> bool:
@@ -383,14 +192,14 @@ def layout_warnings(module: Module, rank: int | None = None) -> list[HloWarning]
             if prod is not None and _is_relayout(module, prod):
                 warnings.append(HloWarning(
                     "relayout", rank, module.name, prod.name,
-                    f"{prod.opcode} %{prod.name} materialises {arr} ({_human(arr.nbytes)}) "
+                    f"{prod.opcode} %{prod.name} materialises {arr} ({human_bytes(arr.nbytes)}) "
                     f"to feed {target} (%{inst.name})", module.source(prod) or src, arr.nbytes))
         for user in module.users(inst.name):
             consumers = [user] + (module.users(user.name) if user.opcode == "get-tuple-element" else [])
             for c in consumers:
                 if c.opcode != "get-tuple-element" and _is_relayout(module, c):
                     arr = c.arrays[0] if c.arrays else None
-                    size = f" ({_human(arr.nbytes)})" if arr else ""
+                    size = f" ({human_bytes(arr.nbytes)})" if arr else ""
                     warnings.append(HloWarning(
                         "relayout", rank, module.name, c.name,
                         f"{c.opcode} %{c.name} relayouts the result of {target} (%{inst.name}){size}",
@@ -476,23 +285,3 @@ def analyze(per_rank_texts: Mapping[int, Sequence[tuple[str, str]]]) -> list[Hlo
     return warnings
 
 
-def highlight_layouts(text: str, only_custom_calls: bool = False) -> str:
-    """HLO text with non-row-major layouts marked ``<<...>>`` (for the ``%mpijax hlo`` view)."""
-    out = []
-    for line in text.splitlines():
-        if only_custom_calls and "custom-call" not in line:
-            continue
-
-        def mark(m):
-            arrays = parse_arrays(m.group(0))
-            return f"<<{m.group(0)}>>" if arrays and not arrays[0].row_major else m.group(0)
-
-        out.append(_ARRAY.sub(mark, line))
-    return "\n".join(out)
-
-
-def _human(n: int) -> str:
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"

@@ -1,9 +1,9 @@
 """The records that cross from the engines to the notebook: typed, picklable, built by keyword.
 
 An engine returns one :class:`RankRecord` per cell; the client turns the ranks' records, their
-output and their states into a :class:`~mpinb.cell.CellResult`. Values (``result``, ``show``)
-are the summaries of :func:`mpinb.values.summarize`; comparisons are
-:class:`mpinb.compare.Comparison`. Pure: no JAX, no IPython.
+output and their states into a :class:`~mpinb.client.result.CellResult`. Values (``result``, ``show``)
+are the summaries of :func:`mpinb.wire.values.summarize`; comparisons are
+:class:`mpinb.analysis.compare.Comparison`. Pure: no JAX, no IPython.
 """
 
 from __future__ import annotations
@@ -53,11 +53,8 @@ class RankRecord:
     timeline_dropped: int = dataclasses.field(default=0, kw_only=True)
     # --compare --images: jit - eager of 2-D values that differ, sampled (values.sample)
     diff_images: dict = dataclasses.field(default_factory=dict, kw_only=True)
-    # --compare: likely causes of its differences, one sentence each (mpinb.traces.hints)
+    # --compare: likely causes of its differences, one sentence each (mpinb.engine.traces.hints)
     hints: list[str] = dataclasses.field(default_factory=list, kw_only=True)
-
-    @property
-    def engine_died(self) -> bool:
-        """ipyparallel's report that the engine process went away (no record of the cell)."""
-        return (self.error is not None and self.error.ename in ("RemoteError", "EngineError")
-                and "died" in self.error.evalue)
+    # the engine process went away while running the cell (no record of the cell: the client
+    # made this one from ipyparallel's EngineError)
+    engine_died: bool = dataclasses.field(default=False, kw_only=True)

@@ -1,0 +1,109 @@
+"""What the client knows about the engines' health: which are gone and how they ended (the
+launcher's exit records, faulthandler's report), which MPI call a running rank waits in (its
+published status), and the signals it sends them (the stop button, SIGKILL on stop).
+
+A mixin of :class:`mpinb.client.cluster.MPICluster`: it reads the cluster's ipyparallel client,
+cluster and engines. Never a local ``os.kill`` with a PID an engine reported: on a cluster
+that number belongs to another host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+
+from ..wire.status import inflight_of, parse_exit_lines
+
+
+class ClusterHealth:
+    """Dead ranks, exit records, fault reports, in-flight calls, signals (see the module)."""
+
+    #: set by MPICluster
+    client = None
+    _cluster = None
+    engines: list
+    outstanding: dict
+    _watched: dict
+
+    def interrupt(self, ranks=None) -> None:
+        """SIGINT the engines (the notebook's stop button). A rank in Python stops with
+        KeyboardInterrupt; a rank blocked inside MPI stays blocked (see inflight)."""
+        self._signal_engines(signal.SIGINT, ranks)
+
+    def _signal_engines(self, sig: int, ranks=None) -> None:
+        """Send ``sig`` to engines through ipyparallel: each engine's nanny, on the engine's own
+        host, signals its engine. Never a local os.kill with a PID an engine reported: on a
+        cluster that number belongs to another host."""
+        if self.client is None:
+            return
+        targets = sorted(self._registered() if ranks is None else set(ranks) & self._registered())
+        if targets:
+            with contextlib.suppress(Exception):  # an engine already gone has no nanny to answer
+                self.client.send_signal(sig, targets=targets, block=False)
+
+    def _registered(self) -> set[int]:
+        """Engine ids the controller still knows (a dead engine's nanny unregisters it)."""
+        try:
+            return set(self.client.ids) if self.client is not None else set()
+        except Exception:  # noqa: BLE001 - the controller itself is gone
+            return set()
+
+    def _kill_engines(self) -> None:
+        """SIGKILL every engine (SIGINT cannot free a rank blocked inside MPI), then give the
+        nannies a moment to report them gone."""
+        self._signal_engines(signal.SIGKILL)
+        end = time.monotonic() + 3.0
+        while self._registered() and time.monotonic() < end:
+            time.sleep(0.05)
+
+    def _launcher_output(self) -> str:
+        """What the MPI launcher and the engines printed so far: the launcher's output file on
+        the notebook's host (a batch job's output file is where Slurm writes it). Read afresh
+        each time: ipyparallel's get_output() keeps its first read and may delete the file."""
+        engine_sets = getattr(self._cluster, "engines", {}) if self._cluster is not None else {}
+        text = ""
+        for engine_set in list(engine_sets.values()):
+            path = getattr(engine_set, "output_file", "")
+            with contextlib.suppress(OSError), open(path, errors="replace") as fh:
+                text += fh.read()
+        return text
+
+    def exit_records(self) -> dict[int, dict]:
+        """How dead engines ended: {rank: {"description": ..., "fault": ...}}, from the exit
+        record lines mpinb.launch.rank writes and the MPI launcher brings back (mpinb.wire.status)."""
+        return parse_exit_lines(self._launcher_output())
+
+    def dead_ranks(self) -> dict[int, str]:
+        """{rank: how it ended} for engines that are gone: unregistered from the controller (their
+        nanny saw them exit), described by the launcher's exit record where there is one."""
+        registered = self._registered()
+        gone = [e["rank"] for e in self.engines if e["rank"] not in registered]
+        if not gone:
+            return {}
+        records = self.exit_records()  # only read once something ended: it is the launcher's log
+        return {rank: records[rank]["description"] if rank in records else "process ended" for rank in gone}
+
+    def watch(self, results: dict) -> None:
+        """The AsyncResults of the cell being submitted, by rank: where ``inflight`` reads."""
+        self._watched = dict(results)
+
+    def inflight(self, rank: int) -> dict | None:
+        """The MPI call ``rank`` is blocked in, as its engine last published it over the
+        network while running a cell (None if idle, not in a collective, or unknown)."""
+        ar = self.outstanding.get(rank) or self._watched.get(rank)
+        info = inflight_of(ar.data) if ar is not None else None
+        return None if info is None else dict(info, age=0.0)  # published every 0.2 s: fresh
+
+    def fault_report(self, rank: int) -> str:
+        """What faulthandler wrote for a rank that crashed (segfault traceback), if anything."""
+        return self.exit_records().get(rank, {}).get("fault", "")
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (None: no limit) for the ranks still running an
+        earlier cell (one that timed out, say) to finish it; True once every rank is idle."""
+        end = None if timeout is None else time.monotonic() + timeout
+        for ar in list(self.outstanding.values()):
+            left = None if end is None else max(0.0, end - time.monotonic())
+            ar.wait(left)
+        return all(ar.ready() for ar in self.outstanding.values())

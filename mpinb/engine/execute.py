@@ -1,0 +1,162 @@
+"""Running one ``%%mpijax`` cell on this engine (engine side): the code executed in the engine's
+interactive namespace under the cell's file name (mpinb.wire.cells), with ``--compare``'s eager
+pass first (mpinb.engine.passes); the record returned (mpinb.wire.records): value and
+``--show`` summaries, error with an IPython-style traceback (mpinb.engine.tracebacks), elapsed
+time, the optimized HLO compiled during the cell (mpinb.engine.hlo_capture), the collectives'
+timeline, ``--compare``'s comparisons and hints (mpinb.engine.traces). stdout/stderr are not
+captured: ipyparallel streams them to the notebook while the cell runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import linecache
+import sys
+import time
+
+from ..options import CellOptions
+from ..wire import values
+from ..wire.cells import cell_filename
+from ..wire.records import ErrorInfo, RankRecord
+from . import hlo_capture, passes, traces
+from .state import STATE
+
+
+def _shell():
+    try:
+        from IPython import get_ipython
+
+        return get_ipython()
+    except ImportError:
+        return None
+
+
+def namespace() -> dict:
+    shell = _shell()
+    if shell is not None:
+        return shell.user_ns
+    return sys.modules["__main__"].__dict__
+
+
+def execute_code(code: str, ns: dict, filename: str, header: str = ""):
+    """exec a cell; the value of a final expression statement is returned (like IPython).
+    ``header``: the lines above the code in the notebook's cell (the ``%%mpijax`` line), so that
+    line numbers and context in tracebacks are those the notebook shows."""
+    shell = _shell()
+    if shell is not None and hasattr(shell, "transform_cell"):
+        # IPython's transforms drop leading blank lines: put them back, line numbers count them
+        blank = len(code) - len(code.lstrip("\n"))
+        code = "\n" * blank + shell.transform_cell(code).lstrip("\n")
+    head = header.splitlines(True)
+    linecache.cache[filename] = (len(header) + len(code), None, head + code.splitlines(True), filename)
+    try:
+        tree = ast.parse(code, filename)
+    except SyntaxError as exc:  # line numbers of the notebook's cell, as for other errors
+        if exc.lineno is not None:
+            exc.lineno += len(head)
+            if getattr(exc, "end_lineno", None) is not None:
+                exc.end_lineno += len(head)
+        raise exc.with_traceback(None) from None
+    if head:
+        ast.increment_lineno(tree, len(head))
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    exec(compile(tree, filename, "exec"), ns)  # noqa: S102 - running the user's cell is the point
+    if last is not None:
+        return eval(compile(last, filename, "eval"), ns)  # noqa: S307
+    return None
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """The error as the notebook shows it: IPython-style traceback (mpinb.engine.tracebacks)."""
+    from .tracebacks import format_exception
+
+    text = format_exception(exc, STATE.cell_labels)
+    return ErrorInfo(ename=type(exc).__name__, evalue=str(exc), traceback=text)
+
+
+def execute_cell(code: str, options: CellOptions, participants: tuple[int, ...] | None = None) -> RankRecord:
+    """Run one cell here and describe what happened (see the module docstring). ``options``:
+    the cell's options as the magic or the Python API gave them (this side reads compare, show,
+    hlo, images, label, header). ``participants``: the ranks that run this cell when not all do;
+    a collective that needs another rank then fails at once instead of waiting forever."""
+    from mpinb.mpi import library
+
+    STATE.cells += 1
+    STATE.running = cell_no = STATE.cells
+    lib = library.load()
+    lib.set_participants(participants)
+    calls_before, wall0, mpi0 = lib.counters()["calls"], time.time(), lib.wtime()
+    try:
+        filename = cell_filename(cell_no)
+        STATE.cell_labels[filename] = options.label or filename
+        record = _run(code, filename, options)
+        traces.note_traces(namespace())
+        events, record.timeline_dropped = lib.timeline(calls_before)
+        record.timeline = [(e["op"], wall0 + e["t0"] - mpi0, wall0 + e["t1"] - mpi0, e["bytes"], e["peer"])
+                           for e in events]
+        return record
+    finally:
+        lib.set_participants(None)
+        STATE.running = None
+
+
+def _run(code: str, filename: str, options: CellOptions) -> RankRecord:
+    """The cell's passes (eager with --compare, then jitted) and what they left: the record."""
+    ns = namespace()
+    before = {k: id(v) for k, v in ns.items()}
+    record = RankRecord(rank=STATE.rank, ok=True, hlo_capture=STATE.hlo_ok)
+    if options.hlo:
+        hlo_capture.forget_hlo_modules()  # modules compiled outside %%mpijax cells
+    eager = None
+    if options.compare:
+        eager = passes.eager_pass(code, ns, filename, options.header)
+        record.eager_error = eager[3]
+    t0 = time.perf_counter()
+    value = None
+    tee = passes.Tee(sys.stdout) if options.compare else None
+    try:
+        with contextlib.redirect_stdout(tee) if tee else contextlib.nullcontext():
+            value = execute_code(code, ns, filename, options.header)
+    except BaseException as exc:  # noqa: BLE001 - reported to the client per rank
+        record.ok = False
+        record.error = error_info(exc)
+    record.elapsed = time.perf_counter() - t0
+    _summaries(record, ns, value, options)
+    if options.compare and record.ok and record.eager_error is None:
+        assigned = [k for k, v in ns.items() if not k.startswith("_") and (k not in before or before[k] != id(v))]
+        _compare(record, code, ns, value, assigned, tee.copy.getvalue(), eager, options.images)
+    if options.hlo:
+        record.hlo = [(name, hlo_capture.name_cells(text)) for name, text in hlo_capture.new_hlo_modules()]
+    return record
+
+
+def _summaries(record: RankRecord, ns: dict, value, options: CellOptions) -> None:
+    """The cell's value and the --show names, summarised for the view."""
+    if value is not None:
+        record.result = _summary(value, options.images)
+    for name in options.show:
+        record.show[name] = (_summary(ns[name], options.images) if name in ns
+                             else {"kind": "object", "repr": "<not defined>"})
+
+
+def _compare(record: RankRecord, code: str, ns: dict, value, assigned: list[str], stdout: str, eager,
+             images: bool) -> None:
+    """--compare: the jitted pass against the eager one, hints on why they differ, pictures."""
+    eager_ns, eager_value, eager_stdout, _ = eager
+    record.comparisons = passes.compare_passes(assigned, ns, value, eager_ns, eager_value, stdout, eager_stdout)
+    differing = {passes.cmp.variable(c.name) for c in record.comparisons if c.status == "different"}
+    if differing:
+        record.hints = traces.hints(code, ns, differing, stdout_differs="stdout" in differing)
+    if images:
+        record.diff_images = passes.diff_images(record.comparisons, ns, eager_ns)
+
+
+def _summary(value, images: bool):
+    if passes.is_array_tree(value) and not hasattr(value, "shape"):
+        leaves = passes.flatten(value)
+        return {"kind": "tree", "leaves": [(p, values.summarize(x, image=images)) for p, x in leaves[:16]],
+                "more": max(0, len(leaves) - 16)}
+    return values.summarize(value, image=images)

@@ -1,0 +1,75 @@
+"""Every exception mpinb raises on purpose, under one base (as ipyparallel's ``error.py``).
+
+    MpinbError
+    ├── ClusterError          the cluster could not be started, reached or used
+    │   ├── ClusterNotRunning no cluster was started, or it was stopped
+    │   ├── ClusterBusy       ranks still run (or are blocked in MPI inside) an earlier cell
+    │   ├── ClusterLost       the MPI job ended (a rank died): only a restart helps
+    │   └── LauncherError     a launcher cannot be used as asked (not installed, bad option)
+    └── CellFailed            a rank failed, died or did not finish a %%mpijax cell
+
+Bad arguments are ``ValueError``/``TypeError`` as usual in Python (and as in mpi4jax). Code
+tells errors apart by their class, never by their message.
+"""
+
+from __future__ import annotations
+
+import typing
+
+
+class MpinbError(RuntimeError):
+    """Base of mpinb's own exceptions."""
+
+
+class ClusterError(MpinbError):
+    """The cluster could not be started, reached or used."""
+
+
+class ClusterNotRunning(ClusterError):
+    """No cluster was started, or it was stopped."""
+
+
+class ClusterBusy(ClusterError):
+    """Ranks are still running (or blocked in MPI inside) an earlier cell."""
+
+
+class ClusterLost(ClusterError):
+    """The MPI job ended (a rank died); only a restart helps."""
+
+
+class LauncherError(ClusterError):
+    """A launcher cannot be used as asked (not installed, bad option)."""
+
+
+class CellFailed(MpinbError):
+    """Raised by ``%%mpijax`` after the view is shown when a rank failed, died or did not finish
+    (``--no-raise`` turns it off). ``.result`` is the cell's result (mpinb.client.result)."""
+
+    #: how each state that fails a cell is said
+    WORDS: typing.ClassVar[dict[str, str]] = {"failed": "failed", "dead": "died", "running": "still running"}
+
+    def __init__(self, result):
+        self.result = result
+        problems = []
+        for rank, state in sorted(result.states.items()):
+            rec = result.records.get(rank)
+            if state == "failed" and rec.error:
+                problems.append(f"rank {rank}: {rec.error}")
+            elif state == "dead":
+                problems.append(f"rank {rank} {result.dead.get(rank, 'died')}")
+            elif state == "running":
+                problems.append(f"rank {rank} still running")
+        super().__init__(f"{len(problems)} of {len(result.ranks)} ranks did not finish the cell: "
+                         + "; ".join(problems))
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of a traceback (as for ipyparallel's CompositeError): one
+        line under the view, which already shows each rank's error with its traceback."""
+        from .analysis.grouping import label
+
+        by_state: dict[str, list[int]] = {}
+        for rank, state in sorted(self.result.states.items()):
+            if state in self.WORDS:
+                by_state.setdefault(state, []).append(rank)
+        what = ", ".join(f"{label(ranks)} {self.WORDS[state]}" for state, ranks in by_state.items())
+        return [f"CellFailed: {what} (see the view above; the whole result is in _mpijax)"]

@@ -1,0 +1,15 @@
+"""How results are shown in the notebook: text, HTML and widgets of a cell's result, the live
+boxes while it runs, pictures, the timeline, the status and HLO tables, and their words.
+
+    from mpinb import view
+    view.render_text(result, ViewOptions(by_rank=True))   # or render_html, mimebundle
+    display(view.CellView(result, options))               # what %%mpijax displays
+"""
+
+from .html import render_html
+from .live import LiveOutput
+from .text import render_text
+from .widgets import CellView, build_widget, mimebundle
+from .words import live_words
+
+__all__ = ["CellView", "LiveOutput", "build_widget", "live_words", "mimebundle", "render_html", "render_text"]

@@ -1,0 +1,112 @@
+"""The per-rank view as HTML (``text/html``, and the widget's parts): the summary and notes, a
+card per group of ranks (or per rank), the layout findings, the collectives' timeline. Pure.
+"""
+
+from __future__ import annotations
+
+import html
+
+from ..analysis import hlo, timeline
+from ..analysis.grouping import label
+from ..options import ViewOptions
+from . import images, timeline_svg
+from .text import DEFAULT_VIEW, findings, groups, rank_block
+from .words import finding_text, state_line, summary_line
+
+GRID_FROM = 16  # ranks: from here on the states are a grid of cells
+STATE_COLORS = {"finished": "#2e7d32", "failed": "#c62828", "running": "#ef6c00", "dead": "#6a1b9a"}
+SEVERITY_COLORS = {"error": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
+
+
+_STYLE = ("font-family:monospace;font-size:12px;white-space:pre-wrap;word-break:normal;overflow-wrap:normal;margin:0;"
+          "max-height:24em;overflow:auto")
+
+
+def _card(title: str, color: str, body_lines: list[str], extra: str = "", rank: str = "") -> str:
+    data = f" data-rank='{rank}'" if rank else ""
+    body = html.escape("\n".join(body_lines))
+    return (f"<div class='mpinb-rank'{data} style='flex:1;min-width:18em;border:1px solid #ccc;"
+            f"padding:4px;margin:2px'><div style='font-weight:bold;color:{color}'>{html.escape(title)}</div>"
+            f"<pre style='{_STYLE}'>{body}</pre>{extra}</div>")
+
+
+def rank_html(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=None) -> str:
+    """One rank in full (the --by-rank view)."""
+    state = result.states.get(rank, "?")
+    scales = images.scales(result) if scales is None else scales
+    return _card(f"rank {rank} ({state})", STATE_COLORS.get(state, "#555"), rank_block(result, rank, view, scales),
+                 images.tags(result, rank, scales), str(rank))
+
+
+def group_html(result, ranks: list[int], lines: list[str], scales=None) -> str:
+    """A group of ranks with the same output, and the pictures of its first rank when the group
+    holds the pictures' lines (equal lines: equal pictures, see images.lines)."""
+    states = {result.states.get(r, "?") for r in ranks}
+    color = STATE_COLORS.get(states.pop(), "#555") if len(states) == 1 else "#555"
+    scales = images.scales(result) if scales is None else scales
+    own = images.lines(result, ranks[0], scales)
+    pictures = images.tags(result, ranks[0], scales) if own and set(own) <= set(lines) else ""
+    return _card(label(ranks), color, lines, pictures, ",".join(map(str, ranks)))
+
+
+def state_grid_html(result) -> str:
+    """The ranks' states: one line, or from GRID_FROM ranks on a grid of small cells (time on hover)."""
+    if len(result.ranks) < GRID_FROM:
+        return f"<div class='mpinb-states'>{html.escape(state_line(result))}</div>"
+    cells = []
+    for r in result.ranks:
+        state = result.states.get(r, "?")
+        rec = result.records.get(r)
+        tip = f"rank {r}: {state}" + (f" in {rec.elapsed:.3f} s" if rec else "")
+        cells.append(f"<span title='{html.escape(tip)}' style='display:inline-block;width:2.6em;margin:1px;"
+                     f"text-align:center;color:white;background:{STATE_COLORS.get(state, '#555')}'>{r}</span>")
+    return (f"<div class='mpinb-states' data-grid='1'>{''.join(cells)}</div>"
+            f"<div style='font-size:11px'>{html.escape(state_line(result))}</div>")
+
+
+def header_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
+    """The summary line and every note (restart advice, lost job, HLO capture): shown above the
+    ranks by both the HTML view and the widget, as the text view shows them."""
+    head = f"<div class='mpinb-summary' style='font-weight:bold'>{html.escape(summary_line(result))}</div>"
+    notes = "".join(f"<div class='mpinb-note' style='color:#c62828'>note: {html.escape(n)}</div>"
+                    for n in result.notes)
+    return head + notes + ("" if view.by_rank else state_grid_html(result))
+
+
+def _finding_html(w, ranks, count: int = 1) -> str:
+    link = hlo.KINDS[w.kind].link
+    anchor = f" See <a href='{html.escape(link)}' target='_blank'>{html.escape(link)}</a>" if link else ""
+    style = f"color:{SEVERITY_COLORS[w.severity]}"
+    full = html.escape(finding_text(w, ranks, link=False, brief=False))
+    if w.small:  # one line; the whole finding one click away
+        return (f"<details class='mpinb-finding' data-severity='{w.severity}' style='{style}'><summary>"
+                f"{html.escape(finding_text(w, ranks, count=count))}</summary>{full}{anchor}</details>")
+    return f"<div class='mpinb-finding' data-severity='{w.severity}' style='{style}'>{full}{anchor}</div>"
+
+
+def timeline_html(result) -> str:
+    """The collectives' timeline: the picture, with its one-line summary."""
+    picture = timeline_svg.svg(result)
+    if not picture:
+        return ""
+    return (f"<div class='mpinb-timeline-block'><div>{html.escape(timeline.summary(result))}</div>"
+            f"{picture}</div>")
+
+
+def footer_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
+    """The layout findings, each once (in the --by-rank view: those found across ranks), and
+    the timeline of the cell's collectives."""
+    items = findings(result, by_rank=view.by_rank)
+    return "".join(_finding_html(w, ranks, n) for w, ranks, n in items) + timeline_html(result)
+
+
+def body_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
+    scales = images.scales(result)
+    if view.by_rank:
+        return "".join(rank_html(result, r, view, scales) for r in result.ranks)
+    return "".join(group_html(result, ranks, lines, scales) for ranks, lines in groups(result, view, scales))
+
+
+def render_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
+    return (f"<div class='mpinb-view'>{header_html(result, view)}<div style='display:flex;flex-wrap:wrap'>"
+            f"{body_html(result, view)}</div>{footer_html(result, view)}</div>")

@@ -1,0 +1,93 @@
+"""What the line magic shows: ``%mpijax status`` as a table, ``%mpijax hlo`` as compiled HLO
+with its layouts marked. Both keep the data they show (a dict; the per-rank texts). Pure.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import typing
+
+from ..analysis import hlo
+from ..analysis.grouping import group_by, label
+from ..analysis.hlo_text import marked_lines
+from .words import finding_text
+
+
+class StatusTable(dict):
+    """``%mpijax status``: the cluster's state as a small table; still the dict of
+    ``MPICluster.status()`` (plus the default timeout) for code that reads it."""
+
+    LABELS: typing.ClassVar[dict[str, str]] = {
+        "running": "running", "n": "ranks", "launcher": "launcher", "engines": "engines", "hosts": "hosts",
+        "lost": "MPI job lost", "blocked_ranks": "ranks still in a cell", "checked": "checked mode",
+        "hlo_capture": "HLO capture", "uptime_s": "up (s)", "start_s": "start took (s)",
+        "setup_cells": "setup cells", "default_timeout": "default timeout (s)", "pids": "engine PIDs (their hosts)"}
+
+    #: rank lists, shown as "rank 0" / "ranks 0-3"; other lists (PIDs, hosts) are shown as they are
+    RANK_LISTS = ("engines", "blocked_ranks")
+
+    def rows(self) -> list[tuple[str, str]]:
+        def show(key, value):
+            if isinstance(value, list):
+                if not value:
+                    return "none"
+                return label(value) if key in self.RANK_LISTS else ", ".join(map(str, value))
+            return "none" if value is None else str(value)
+
+        return [(self.LABELS.get(key, key), show(key, value)) for key, value in self.items()]
+
+    def text(self) -> str:
+        rows = self.rows()
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(self.text())
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        cells = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
+                        f"{html.escape(v)}</td></tr>" for k, v in self.rows())
+        return {"text/plain": self.text(), "text/html": f"<table class='mpinb-status'>{cells}</table>"}
+
+
+class HloView:
+    """Compiled HLO with non-row-major layouts marked ``<<...>>``: once for ranks that compiled
+    the same text (``[ranks 0-3]``), each layout finding once with its ranks."""
+
+    def __init__(self, per_rank: dict[int, list[tuple[str, str]]]):
+        self.per_rank = per_rank
+        self.warnings = hlo.analyze(per_rank)
+
+    def lines(self) -> list[tuple[str, bool]]:
+        """(line, whether it has a non-row-major layout): the findings, then per group of ranks
+        each module's entry computation."""
+        def entries(modules):
+            out = []
+            for _, text in modules:
+                entry = text[text.find("ENTRY"):] if "ENTRY" in text else text
+                # MPI handles are per process (equal communicators, other numbers): not a difference
+                entry = re.sub(r"comm = -?\d+ : i64", "comm = <MPI handle> : i64", entry)
+                out.append(tuple(marked_lines(entry)))
+            return tuple(out)
+
+        lines = [(finding_text(w, ranks), False) for w, ranks in hlo.distinct(self.warnings)]
+        for ranks, texts in group_by({r: entries(m) for r, m in self.per_rank.items()}):
+            lines.append((f"[{label(ranks)}]", False))
+            names = [name for name, _ in self.per_rank[ranks[0]]]
+            for name, text in zip(names, texts, strict=True):
+                lines.append((f"  module {name}:", False))
+                lines.extend(("    " + line, marked) for line, marked in text)
+        return lines
+
+    def text(self) -> str:
+        return "\n".join(line for line, _ in self.lines())
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        def line_html(line: str, marked: bool) -> str:
+            if marked:  # a non-row-major layout: the line to look at
+                return f"<span class='mpinb-marked' style='background:#ffcdd2'>{html.escape(line)}</span>"
+            return html.escape(line)
+
+        body = "\n".join(line_html(line, marked) for line, marked in self.lines())
+        return {"text/plain": self.text(), "text/html": f"<pre class='mpinb-hlo'>{body}</pre>"}

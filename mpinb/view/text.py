@@ -1,0 +1,137 @@
+"""The per-rank view as text (``text/plain``: terminals, nbconvert, tests), and the sections it
+is made of, which the HTML view and the widget share.
+
+Grouped by default, as ``dshbak -c`` groups pdsh output: what several ranks printed or computed
+identically is shown once under ``[ranks 0-3]``, only what differs per rank; the ranks' states
+on one line; each layout finding once, with the ranks it was found on, its severity and what to
+do. ``ViewOptions(by_rank=True)`` (``--by-rank``) shows every rank in full; each stream shows at
+most ``max_lines`` lines per rank (head and tail). Pure: no IPython.
+"""
+
+from __future__ import annotations
+
+from ..analysis import hlo, timeline
+from ..analysis.grouping import label, merge_sections
+from ..options import ViewOptions
+from ..wire.values import describe
+from . import images
+from .words import describe_inflight, finding_text, state_line, summary_line, trim
+
+DEFAULT_VIEW = ViewOptions()
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + line for line in text.rstrip("\n").splitlines())
+
+
+def _value_lines(label: str, summary: dict) -> list[str]:
+    if summary.get("kind") == "tree":
+        lines = [f"{label}: pytree"]
+        lines += [f"  {label}{path}: {describe(s)}" for path, s in summary["leaves"]]
+        if summary.get("more"):
+            lines.append(f"  ... {summary['more']} more leaves")
+        return lines
+    return [f"{label}: {describe(summary)}"]
+
+
+def state_detail(result, rank: int) -> list[str]:
+    """Why a rank did not finish: what it is blocked in, how it died (and its fault report)."""
+    state = result.states.get(rank, "?")
+    if state == "running":
+        return [f"state: still running, {describe_inflight(result.inflight.get(rank))}"]
+    if state == "dead":
+        lines = [f"state: dead, {result.dead.get(rank, 'process ended')}"]
+        fault = result.faults.get(rank, "").strip()
+        return lines + (["fault report:", _indent(fault)] if fault else [])
+    return []
+
+
+def rank_sections(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=None) -> list[tuple]:
+    """What one rank has to say, as named sections (state and time left out): the units that
+    the grouped view compares across ranks. ``scales``: the pictures' shared colour scales
+    (images.scales), computed once per view rather than once per rank."""
+    rec = result.records.get(rank)
+    out, err = result.stdout.get(rank, ""), result.stderr.get(rank, "")
+    sections = [("detail", state_detail(result, rank)),
+                ("stdout", ["stdout:", _indent(trim(out, view.max_lines))] if out else []),
+                ("stderr", ["stderr:", _indent(trim(err, view.max_lines))] if err else [])]
+    if rec:
+        # one section per value and per comparison: what several ranks share is shown once even
+        # when another value differs
+        if rec.result is not None:
+            sections.append(("value Out", _value_lines("Out", rec.result)))
+        sections += [(f"value {name}", _value_lines(name, summary)) for name, summary in rec.show.items()]
+        sections += [("error", [f"error: {rec.error}", _indent(rec.error.traceback)] if rec.error else []),
+                     ("eager", [f"eager run failed: {rec.eager_error}"] if rec.eager_error else [])]
+        sections += [(f"compare {c.name}", [f"compare: {c}"]) for c in rec.comparisons]
+        sections.append(("hints", [f"hint: {h}" for h in rec.hints]))
+        sections.append(("pictures", images.lines(result, rank, scales), images.key(result, rank)))
+    return [(name, tuple(line for line in lines if line), *key) for name, lines, *key in sections]
+
+
+def findings(result, by_rank: bool = False) -> list[tuple]:
+    """(finding, its ranks, how many) of each distinct layout finding, errors first (with
+    ``by_rank``: only those found across ranks, the others are in the ranks' columns); small
+    findings that read the same in one line are counted instead of repeated."""
+    out: list[list] = []
+    one_line: dict[tuple, list] = {}  # small findings said in the same words: said once, counted
+    for w, ranks in hlo.distinct(result.warnings):
+        if by_rank and ranks != [None]:
+            continue
+        if w.small:
+            key = (w.kind, w.brief(), tuple(ranks))
+            if key in one_line:
+                one_line[key][2] += 1
+                continue
+            one_line[key] = [w, ranks, 1]
+            out.append(one_line[key])
+        else:
+            out.append([w, ranks, 1])
+    return [tuple(item) for item in out]
+
+
+def groups(result, view: ViewOptions = DEFAULT_VIEW, scales=None) -> list[tuple[list[int], list[str]]]:
+    """[(ranks, lines)]: every rank's sections, identical ones merged across ranks."""
+    scales = images.scales(result) if scales is None else scales
+    return merge_sections({r: rank_sections(result, r, view, scales) for r in result.ranks})
+
+
+def rank_block(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=None) -> list[str]:
+    """The text lines describing one rank in full (the --by-rank view, without the header)."""
+    rec = result.records.get(rank)
+    state = result.states.get(rank, "?")
+    lines = [f"state: {state} in {rec.elapsed:.3f} s"] if rec else ([] if state_detail(result, rank)
+                                                                      else [f"state: {state}"])
+    for _, section, *_ in rank_sections(result, rank, view, scales):
+        lines += section
+    said = [finding_text(w, [rank]) for w, ranks in hlo.distinct(result.warnings) if rank in ranks]
+    return lines + [text if said.count(text) == 1 else f"{text} ({said.count(text)} copies)"
+                    for text in dict.fromkeys(said)]
+
+
+def render_text(result, view: ViewOptions = DEFAULT_VIEW) -> str:
+    """The whole view as text: summary, notes, states, timeline, groups (or ranks), findings."""
+    lines = [summary_line(result)]
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    when = timeline.summary(result)
+    scales = images.scales(result)
+    if view.by_rank:
+        for rank in result.ranks:
+            lines.append(f"[rank {rank}]")
+            lines += [_indent(line, "  ") for line in rank_block(result, rank, view, scales)]
+        shared = [finding_text(w, ranks, count=n) for w, ranks, n in findings(result, by_rank=True)]
+        if shared:
+            lines.append("[all ranks]")
+            lines += [_indent(text, "  ") for text in shared]
+        if when:
+            lines.append(when)
+        return "\n".join(lines)
+    lines.append(state_line(result))
+    if when:
+        lines.append(when)
+    for ranks, body in groups(result, view, scales):
+        lines.append(f"[{label(ranks)}]")
+        lines += [_indent(line, "  ") for line in body]
+    lines += [finding_text(w, ranks, count=n) for w, ranks, n in findings(result)]
+    return "\n".join(lines)

@@ -1,0 +1,117 @@
+"""How the view says things, in words: sizes, where a rank waits, a rank's live state, the
+result's summary line, the ranks' states, a layout finding, trimmed output. Pure: no IPython.
+"""
+
+from __future__ import annotations
+
+from ..analysis import hlo
+from ..analysis.compare import summary as comparison_words
+from ..analysis.grouping import label
+from ..analysis.hlo_text import human_bytes
+
+
+def describe_inflight(info: dict | None) -> str:
+    """'blocked in allreduce (call 57, 16 B, waiting 12.3 s)' or where a rank outside mpinb's
+    collectives is."""
+    if not info:
+        return "not inside an mpinb collective (Python code, or an mpi4py call)"
+    peer = f", peer {info['peer']}" if info.get("peer", -1) >= 0 else ""
+    return (f"blocked in {info['op']} (call {info['call']}, {human_bytes(info['bytes'])}{peer}, "
+            f"waiting {info['seconds'] + info.get('age', 0.0):.1f} s)")
+
+
+def live_words(state: str, seconds: float, inflight: dict | None, error_name: str | None) -> str:
+    """A rank's state while its cell runs, as its live header says it: 'running 5 s, blocked
+    in allreduce (call 2, 12 B, waiting 4.9 s)', 'finished in 0.01 s', 'failed (ValueError)'."""
+    if state == "running":
+        if inflight:
+            return f"running {seconds:.0f} s, {describe_inflight(inflight)}"
+        return f"running {seconds:.0f} s"
+    if state == "failed":
+        return f"failed ({error_name})" if error_name else "failed"
+    return f"{state} in {seconds:.2f} s"
+
+def trim(text: str, max_lines: int | None) -> str:
+    """At most ``max_lines`` lines: the head and the tail, and how many are hidden between."""
+    lines = text.rstrip("\n").splitlines()
+    if not max_lines or len(lines) <= max_lines:
+        return text
+    head = max(1, (max_lines + 1) // 2)
+    tail = max_lines - head
+    hidden = len(lines) - head - tail
+    note = f"... {hidden:,} line{'s' if hidden != 1 else ''} hidden (all: result.stdout[rank], or --max-lines 0)"
+    return "\n".join([*lines[:head], note, *(lines[-tail:] if tail else [])])
+
+def state_line(result) -> str:
+    """'finished: ranks 0-3 (0.010-0.012 s); failed: rank 1': the states, grouped."""
+    parts = []
+    for state in ("finished", "failed", "running", "dead"):
+        ranks = [r for r in result.ranks if result.states.get(r) == state]
+        if not ranks:
+            continue
+        times = [result.records[r].elapsed for r in ranks if result.records.get(r)]
+        span = ""
+        if times:
+            lo, hi = min(times), max(times)
+            span = f" ({lo:.3f} s)" if f"{lo:.3f}" == f"{hi:.3f}" else f" ({lo:.3f}-{hi:.3f} s)"
+        parts.append(f"{state}: {label(ranks)}{span}")
+    return "; ".join(parts)
+
+def finding_text(w, ranks, link: bool = True, brief: bool | None = None, count: int = 1) -> str:
+    """One layout finding in plain words, with the ranks it was found on; a small info finding
+    in one line (``brief``, by default for those: ``w.small``), ``count`` times."""
+    who = "across ranks" if ranks == [None] else label(r for r in ranks if r is not None)
+    brief = w.small if brief is None else brief
+    times = f" ({count} copies)" if count > 1 else ""
+    return f"{w.severity} [{w.kind}] {who}: {w.brief() + times if brief else w.plain(link=link)}"
+
+
+def comparison_summary(result) -> str:
+    """What --compare found, across ranks ('' without --compare)."""
+    if not result.compare:
+        return ""
+    if any(rec and rec.eager_error for rec in result.records.values()):
+        return "eager run failed"
+    per_rank = {r: rec.comparisons for r, rec in result.records.items() if rec}
+    return comparison_words(per_rank) or "nothing to compare"
+
+
+def summary_line(result) -> str:
+    """'4 ranks, 0.21 s, 1 failed (rank 1), 1 layout finding: 1 relayout (info), jit == eager: t'."""
+    n = len(result.ranks)
+    parts = [f"{n} rank{'s' if n != 1 else ''}", f"{result.elapsed:.2f} s"]
+    by_state = {state: [r for r, s in result.states.items() if s == state] for state in ("failed", "running", "dead")}
+
+    if by_state["failed"]:
+        parts.append(f"{len(by_state['failed'])} failed ({label(by_state['failed'])})")
+    if by_state["running"]:
+        parts.append(f"{len(by_state['running'])} still running ({label(by_state['running'])})")
+    if by_state["dead"]:
+        how = "; ".join(f"rank {r} {result.dead[r]}" for r in by_state["dead"])
+        parts.append(f"{len(by_state['dead'])} dead ({how})")
+    if result.timed_out:
+        parts.append("timed out")
+    if result.interrupted:
+        parts.append("interrupted")
+    parts.append(findings_count(result.warnings))
+    comp = comparison_summary(result)
+    if comp:
+        parts.append(comp)
+    return ", ".join(parts)
+
+
+def findings_count(warnings) -> str:
+    """'2 layout findings: 1 divergent (error), 1 relayout (info)' (errors first)."""
+    findings = [w for w, _ in hlo.distinct(warnings)]
+    kinds = sorted({w.kind for w in findings}, key=lambda k: (hlo.SEVERITIES.index(hlo.KINDS[k].severity), k))
+    detail = ", ".join(f"{sum(w.kind == k for w in findings)} {k} ({hlo.KINDS[k].severity})" for k in kinds)
+    return f"{len(findings)} layout finding{'s' if len(findings) != 1 else ''}" + (f": {detail}" if detail else "")
+
+
+def restart_words(n: int, seconds: float, setup_cells: int, replayed: bool) -> str:
+    """What ``%mpijax restart`` did, in words: what was lost and what came back."""
+    said = f"{n} MPI engines restarted in {seconds:.1f} s; the engines' variables are gone"
+    cells = f"{setup_cells} --setup cell{'s' if setup_cells != 1 else ''}"
+    if not setup_cells:
+        return said + " (there are no --setup cells to replay)"
+    return said + (f", {cells} replayed" if replayed else f"; {cells} not replayed (--no-replay)")
