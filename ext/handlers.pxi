@@ -316,7 +316,7 @@ cdef XLA_FFI_Error* h_allgatherv(XLA_FFI_CallFrame* f) noexcept nogil:
                  <long long>nelems(y), <long long>total)
         fail(&c, XLA_FFI_Error_Code_INVALID_ARGUMENT, what)
         return c.err
-    if enter(&c, total * w, -1, x, CHECK_TRAILING, -1):
+    if enter(&c, total * w, -1, y, CHECK_SHAPE, -1):
         free(buf)
         return finish(&c, MPI_SUCCESS, NULL)
     cdef int rc = MPI_Allgatherv(x.data, n, t, y.data, buf, buf + c.size, t, c.comm)

@@ -100,6 +100,29 @@ def test_variable_counts_checked(world):
         mpi.alltoallv(jnp.zeros((0,)), [-1] + [1] * (size - 1), [0] * size)
 
 
+def test_checked_mode_catches_ranks_that_disagree_on_allgatherv_counts(world):
+    """Rank 1 thinks it contributes 2 rows, the others think 1: every operand matches its own
+    counts, but MPI would truncate (MPICH aborts the job). Checked mode compares the result
+    (sum(counts) rows), so every rank raises the same error instead."""
+    rank, size = world
+    if size < 2:
+        pytest.skip("needs two ranks")
+    counts = [1] * size
+    if rank == 1:
+        counts[1] = 2
+    was = mpi.get_checked()
+    mpi.set_checked(True)
+    try:
+        want = (rf"mpinb\.allgatherv: rank {rank}: checked mode: ranks disagree on the collective: "
+                rf"rank 1 called allgatherv float32\[{size + 1},3\] \(#\d+\), "
+                rf"rank 0 called allgatherv float32\[{size},3\] \(#\d+\)")
+        with pytest.raises(Exception, match=want):
+            jax.block_until_ready(mpi.allgatherv(jnp.ones((counts[rank], 3), jnp.float32), counts))
+        assert int(mpi.allreduce(jnp.int32(1), MPI.SUM)) == size  # still usable, still in step
+    finally:
+        mpi.set_checked(was)
+
+
 def test_truncated_receive_is_a_python_exception_naming_op_and_rank(world):
     """Every rank sends 8 elements to itself and offers room for 4: MPI reports truncation,
     the handler returns an FFI error, and JAX raises it on this rank (no abort, no hang)."""
