@@ -129,18 +129,25 @@ cdef int begin(XLA_FFI_CallFrame* f, Call* c, int opcode, int ndata_args,
     return check_participants(c)
 
 
-cdef enum:
-    CHECK_NONE = 0     # point-to-point: nothing to agree on
-    CHECK_SHAPE = 1    # every rank passes the same shape
-    CHECK_TRAILING = 2 # leading dimension may differ (variable counts)
+cdef const XLA_FFI_Buffer* checked_buffer(Call* c) noexcept nogil:
+    """The buffer whose dtype and shape checked mode compares for c's op (its handler rule in
+    mpinb/optable.py CHECKS, generated into ext/ops.pxi); NULL for the op alone."""
+    cdef int which = op_check_buffer(c.opcode)
+    if which == CHECK_BUFFER_OPERAND and c.f.args.size > 1:  # not the ordering buffer
+        return arg(c, 0)
+    if which == CHECK_BUFFER_RESULT and c.f.rets.size > 1:
+        return ret(c, 0)
+    return NULL
 
 
-cdef int enter(Call* c, int64_t nbytes, int peer, const XLA_FFI_Buffer* sig,
-               int check, int64_t root) noexcept nogil:
+cdef int enter(Call* c, int64_t nbytes, int peer) noexcept nogil:
     """Take the collective lock, publish what this rank is about to wait in and, in checked
-    mode, make sure every rank is about to call the same collective. Returns 1 (with c.err
-    set, lock held: the caller returns finish()) when the ranks disagree."""
+    mode, make sure every rank is about to call the same collective: what they must agree on
+    (which buffer, its whole shape or its trailing dimensions, the root) is the op's row of
+    the table (op_check, op_check_buffer, op_attributes). Returns 1 (with c.err set, lock held:
+    the caller returns finish()) when the ranks disagree."""
     global g_calls
+    cdef int check = op_check(c.opcode)
     pthread_mutex_lock(&g_lock)
     c.locked = True
     prefer_huge_pages_all(c)
@@ -152,8 +159,9 @@ cdef int enter(Call* c, int64_t nbytes, int peer, const XLA_FFI_Buffer* sig,
     c.t0 = MPI_Wtime()
     g_inflight.t0 = c.t0
     g_inflight.active = 1
-    if g_checked and check != CHECK_NONE:
-        return check_agreement(c, sig, check == CHECK_TRAILING, root)
+    if g_checked and check != CHECK_NOTHING:
+        return check_agreement(c, checked_buffer(c), check == CHECK_TRAILING,
+                               c.root if op_attributes(c.opcode) & ATTR_ROOT else -1)
     return 0
 
 
@@ -245,6 +253,13 @@ def build_info():
         "ffi_api": (XLA_FFI_API_MAJOR, XLA_FFI_API_MINOR),
         "jaxlib": MPINB_BUILD_JAXLIB.decode(),
     }
+
+
+def check_rules():
+    """{op name: (buffer code, check code)}: what checked mode compares for each opcode, as
+    compiled (CHECK_BUFFER_* and CHECK_* of ext/ops.pxi, the order of mpinb/optable.py's
+    CHECK_BUFFERS and CHECK_KINDS)."""
+    return {op_name(i).decode(): (op_check_buffer(i), op_check(i)) for i in range(NUM_OPS)}
 
 
 def loaded_library_version():

@@ -2,8 +2,8 @@
 # the checks repeated here only keep a malformed frame from reaching MPI.
 #
 # Pattern of every handler: begin (frame, attributes, communicator) -> validate -> enter
-# (lock, in-flight record, checked-mode agreement) -> one MPI call -> finish (unlock, log,
-# error).
+# (lock, in-flight record, checked-mode agreement by the op's rule in mpinb/optable.py CHECKS)
+# -> one MPI call -> finish (unlock, log, error).
 
 cdef XLA_FFI_Error* h_allreduce(XLA_FFI_CallFrame* f) noexcept nogil:
     cdef Call c
@@ -16,7 +16,7 @@ cdef XLA_FFI_Error* h_allreduce(XLA_FFI_CallFrame* f) noexcept nogil:
     cdef XLA_FFI_Buffer* y = ret(&c, 0)
     if mpi_type(&c, x, True, &t, &w) or int_count(&c, nelems(x), &n):
         return c.err
-    if enter(&c, n * w, -1, x, CHECK_SHAPE, -1):
+    if enter(&c, n * w, -1):
         return finish(&c, MPI_SUCCESS, NULL)
     return finish(&c, MPI_Allreduce(send_ptr(x, y), y.data, n, t, c.op, c.comm), b"MPI_Allreduce")
 
@@ -32,7 +32,7 @@ cdef XLA_FFI_Error* h_scan(XLA_FFI_CallFrame* f) noexcept nogil:
     cdef XLA_FFI_Buffer* y = ret(&c, 0)
     if mpi_type(&c, x, True, &t, &w) or int_count(&c, nelems(x), &n):
         return c.err
-    if enter(&c, n * w, -1, x, CHECK_SHAPE, -1):
+    if enter(&c, n * w, -1):
         return finish(&c, MPI_SUCCESS, NULL)
     return finish(&c, MPI_Scan(send_ptr(x, y), y.data, n, t, c.op, c.comm), b"MPI_Scan")
 
@@ -50,7 +50,7 @@ cdef XLA_FFI_Error* h_alltoall(XLA_FFI_CallFrame* f) noexcept nogil:
         return c.err
     if mpi_type(&c, x, False, &t, &w) or int_count(&c, row_elems(x), &n):
         return c.err
-    if enter(&c, nelems(x) * w, -1, x, CHECK_SHAPE, -1):
+    if enter(&c, nelems(x) * w, -1):
         return finish(&c, MPI_SUCCESS, NULL)
     if x.data == y.data:  # XLA aliased the result onto the operand (ext/in_place.pxi)
         return finish(&c, alltoall_in_place(&c, <char*>y.data, n, t, w), b"MPI_Sendrecv")
@@ -70,7 +70,7 @@ cdef XLA_FFI_Error* h_allgather(XLA_FFI_CallFrame* f) noexcept nogil:
         return c.err
     if mpi_type(&c, x, False, &t, &w) or int_count(&c, nelems(x), &n):
         return c.err
-    if enter(&c, n * w, -1, x, CHECK_SHAPE, -1):
+    if enter(&c, n * w, -1):
         return finish(&c, MPI_SUCCESS, NULL)
     return finish(&c, MPI_Allgather(x.data, n, t, y.data, n, t, c.comm), b"MPI_Allgather")
 
@@ -88,7 +88,7 @@ cdef XLA_FFI_Error* h_reduce_scatter(XLA_FFI_CallFrame* f) noexcept nogil:
         return c.err
     if mpi_type(&c, x, True, &t, &w) or int_count(&c, nelems(y), &n):
         return c.err
-    if enter(&c, nelems(x) * w, -1, x, CHECK_SHAPE, -1):
+    if enter(&c, nelems(x) * w, -1):
         return finish(&c, MPI_SUCCESS, NULL)
     return finish(&c, MPI_Reduce_scatter_block(x.data, y.data, n, t, c.op, c.comm),
                   b"MPI_Reduce_scatter_block")
@@ -110,7 +110,7 @@ cdef XLA_FFI_Error* h_bcast(XLA_FFI_CallFrame* f) noexcept nogil:
         return c.err
     if c.rank == c.root and x.data != y.data:
         memcpy(y.data, x.data, n * w)
-    if enter(&c, n * w, <int>c.root, x, CHECK_SHAPE, c.root):
+    if enter(&c, n * w, <int>c.root):
         return finish(&c, MPI_SUCCESS, NULL)
     return finish(&c, MPI_Bcast(y.data, n, t, <int>c.root, c.comm), b"MPI_Bcast")
 
@@ -130,7 +130,7 @@ cdef XLA_FFI_Error* h_reduce(XLA_FFI_CallFrame* f) noexcept nogil:
         return c.err
     if mpi_type(&c, x, True, &t, &w) or int_count(&c, nelems(x), &n):
         return c.err
-    if enter(&c, n * w, <int>c.root, x, CHECK_SHAPE, c.root):
+    if enter(&c, n * w, <int>c.root):
         return finish(&c, MPI_SUCCESS, NULL)
     if c.rank == c.root:
         rc = MPI_Reduce(send_ptr(x, y), y.data, n, t, c.op, <int>c.root, c.comm)
@@ -158,7 +158,7 @@ cdef XLA_FFI_Error* h_gather(XLA_FFI_CallFrame* f) noexcept nogil:
         return c.err
     if mpi_type(&c, x, False, &t, &w) or int_count(&c, nelems(x), &n):
         return c.err
-    if enter(&c, n * w, <int>c.root, x, CHECK_SHAPE, c.root):
+    if enter(&c, n * w, <int>c.root):
         return finish(&c, MPI_SUCCESS, NULL)
     if c.rank == c.root:
         rc = MPI_Gather(x.data, n, t, y.data, n, t, <int>c.root, c.comm)
@@ -186,7 +186,7 @@ cdef XLA_FFI_Error* h_scatter(XLA_FFI_CallFrame* f) noexcept nogil:
         return c.err
     if mpi_type(&c, y, False, &t, &w) or int_count(&c, nelems(y), &n):
         return c.err
-    if enter(&c, n * w, <int>c.root, y, CHECK_SHAPE, c.root):
+    if enter(&c, n * w, <int>c.root):
         return finish(&c, MPI_SUCCESS, NULL)
     if c.rank == c.root:
         rc = MPI_Scatter(x.data, n, t, y.data, n, t, <int>c.root, c.comm)
@@ -207,7 +207,7 @@ cdef XLA_FFI_Error* h_send(XLA_FFI_CallFrame* f) noexcept nogil:
         return c.err
     if mpi_type(&c, x, False, &t, &w) or int_count(&c, nelems(x), &n):
         return c.err
-    if enter(&c, n * w, <int>c.dest, NULL, CHECK_NONE, -1):
+    if enter(&c, n * w, <int>c.dest):
         return finish(&c, MPI_SUCCESS, NULL)
     return finish(&c, MPI_Send(x.data, n, t, <int>c.dest, <int>c.tag, c.comm), b"MPI_Send")
 
@@ -230,7 +230,7 @@ cdef XLA_FFI_Error* h_recv(XLA_FFI_CallFrame* f) noexcept nogil:
         status = &own
     if c.source == MPI_PROC_NULL:
         memset(y.data, 0, n * w)  # nothing arrives: a defined result, not stale memory
-    if enter(&c, n * w, <int>c.source, NULL, CHECK_NONE, -1):
+    if enter(&c, n * w, <int>c.source):
         return finish(&c, MPI_SUCCESS, NULL)
     finish(&c, MPI_Recv(y.data, n, t, <int>c.source, <int>c.tag, c.comm, status), b"MPI_Recv")
     return check_received(&c, status, t, n)
@@ -257,7 +257,7 @@ cdef XLA_FFI_Error* h_sendrecv(XLA_FFI_CallFrame* f) noexcept nogil:
         status = &own
     if c.source == MPI_PROC_NULL:
         memset(y.data, 0, nr * wr)
-    if enter(&c, ns * ws + nr * wr, <int>c.dest, NULL, CHECK_NONE, -1):
+    if enter(&c, ns * ws + nr * wr, <int>c.dest):
         return finish(&c, MPI_SUCCESS, NULL)
     finish(&c, MPI_Sendrecv(x.data, ns, ts, <int>c.dest, <int>c.sendtag, y.data, nr, tr,
                             <int>c.source, <int>c.recvtag, c.comm, status), b"MPI_Sendrecv")
@@ -268,7 +268,7 @@ cdef XLA_FFI_Error* h_barrier(XLA_FFI_CallFrame* f) noexcept nogil:
     cdef Call c
     if begin(f, &c, OP_BARRIER, 0, 0):
         return c.err
-    if enter(&c, 0, -1, NULL, CHECK_SHAPE, -1):
+    if enter(&c, 0, -1):
         return finish(&c, MPI_SUCCESS, NULL)
     return finish(&c, MPI_Barrier(c.comm), b"MPI_Barrier")
 
@@ -316,7 +316,7 @@ cdef XLA_FFI_Error* h_allgatherv(XLA_FFI_CallFrame* f) noexcept nogil:
                  <long long>nelems(y), <long long>total)
         fail(&c, XLA_FFI_Error_Code_INVALID_ARGUMENT, what)
         return c.err
-    if enter(&c, total * w, -1, y, CHECK_SHAPE, -1):
+    if enter(&c, total * w, -1):
         free(buf)
         return finish(&c, MPI_SUCCESS, NULL)
     cdef int rc = MPI_Allgatherv(x.data, n, t, y.data, buf, buf + c.size, t, c.comm)
@@ -355,7 +355,7 @@ cdef XLA_FFI_Error* h_alltoallv(XLA_FFI_CallFrame* f) noexcept nogil:
                  <long long>rtotal)
         fail(&c, XLA_FFI_Error_Code_INVALID_ARGUMENT, what)
         return c.err
-    if enter(&c, (stotal + rtotal) * w, -1, x, CHECK_TRAILING, -1):
+    if enter(&c, (stotal + rtotal) * w, -1):
         free(buf)
         return finish(&c, MPI_SUCCESS, NULL)
     cdef int rc = MPI_Alltoallv(x.data, buf, buf + c.size, t, y.data, buf + 2 * c.size,

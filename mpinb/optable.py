@@ -3,12 +3,15 @@
 ``setup.py`` turns this table into ``ext/ops.pxi`` and ``ext/ops_registry.pxi`` (generated at
 build time, like pyzmq's constants): the opcode enum, the op names, each op's attributes (as a
 bit mask that ``decode_attrs`` checks: no unknown, foreign or missing attribute reaches a
-handler), the reduction ops of checked mode, and ``registrations()``, which pairs each target
-``mpinb_<op>`` with its handler ``h_<op>`` (a missing handler is a compile error). On the Python
-side, ``make_primitive`` checks that a primitive passes exactly its op's attributes.
+handler), what checked mode compares for each op (``CHECKS``, whose handler rule sits next to
+the rule of the HLO divergence check), the reduction ops of checked mode, and
+``registrations()``, which pairs each target ``mpinb_<op>`` with its handler ``h_<op>`` (a
+missing handler is a compile error). On the Python side, ``make_primitive`` checks that a
+primitive passes exactly its op's attributes.
 
-Adding an op: one line here, one handler ``h_<op>`` in ``ext/handlers.pxi``, one primitive in
-``mpinb/mpi/collectives.py``. This module imports nothing, so the build can read it by path.
+Adding an op: one line in ``OPS`` and one in ``CHECKS``, one handler ``h_<op>`` in
+``ext/handlers.pxi``, one primitive in ``mpinb/mpi/collectives.py``. This module imports
+nothing, so the build can read it by path.
 """
 
 #: every attribute a handler may receive; the counts are int64 arrays, the rest int64 scalars
@@ -36,19 +39,74 @@ OPS = {
     "alltoallv": ("comm", "sendcounts", "recvcounts"),
 }
 
-#: What every rank of the communicator must agree on for each op, beyond the op itself (the HLO
-#: divergence check, mpinb/hlo.py; the handlers' checked mode exchanges the same buffer):
-#:   "operand"  - the data operand's dtype and shape (root and non-root pass the same shape)
-#:   "result"   - the result's dtype and shape (scatter: root passes (nproc, ...); allgatherv:
-#:                each rank passes its own count of rows)
-#:   "trailing" - dtype and the operand's dimensions after the first (alltoallv: counts differ)
-#:   "nothing"  - point to point: ranks legitimately call different ops with different shapes
-AGREEMENT = {
-    "allreduce": "operand", "alltoall": "operand", "allgather": "operand", "bcast": "operand",
-    "reduce": "operand", "gather": "operand", "scatter": "result", "scan": "operand",
-    "send": "nothing", "recv": "nothing", "sendrecv": "nothing", "barrier": "operand",
-    "reduce_scatter": "operand", "allgatherv": "result", "alltoallv": "trailing",
+class Check:
+    """What the ranks of the communicator must agree on for one op, beyond the op itself, as
+    two rules read side by side:
+
+    ``hlo``: what mpinb/hlo.py's divergence check compares in each rank's compiled HLO
+      "operand"  - the data operand's dtype and shape (root and non-root pass the same shape;
+                   an op without data operand, barrier: the op alone)
+      "result"   - the result's dtype and shape (scatter: root passes (nproc, ...); allgatherv:
+                   each rank passes its own count of rows, all get sum(counts))
+      "trailing" - dtype and the operand's dimensions after the first (alltoallv: counts differ)
+      "nothing"  - point to point: ranks legitimately call different ops with different shapes
+
+    ``handler``: (buffer, what) that checked mode exchanges before the MPI call (ext/checked.pxi;
+    ext/_ffi.pyx ``enter`` reads it from the generated ext/ops.pxi)
+      buffer - "operand" (the first data operand), "result" (the first result) or None
+      what   - "shape" (dtype and whole shape), "trailing" (dtype and the dimensions after the
+               first), "op" (the op alone: no buffer) or "nothing" (no exchange at all)
+    Every exchange also compares the call number on the communicator, the root (ops with a
+    "root" attribute) and the reduction op (ops with an "op" attribute).
+    """
+
+    __slots__ = ("handler", "hlo")
+
+    def __init__(self, hlo: str, handler: tuple) -> None:
+        self.hlo = hlo
+        self.handler = handler
+
+    def __repr__(self) -> str:
+        return f"Check(hlo={self.hlo!r}, handler={self.handler!r})"
+
+
+#: the handler rules that check what each HLO rule says (an "operand" op without data operand,
+#: barrier, exchanges the op alone)
+HANDLER_RULES = {
+    "operand": (("operand", "shape"), (None, "op")),
+    "result": (("result", "shape"),),
+    "trailing": (("operand", "trailing"),),
+    "nothing": ((None, "nothing"),),
 }
+#: the handler rule's words in the order of their codes in ext/ops.pxi (CHECK_*, CHECK_BUFFER_*)
+CHECK_KINDS = ("nothing", "op", "shape", "trailing")
+CHECK_BUFFERS = (None, "operand", "result")
+
+#: op name -> its two agreement rules (class Check)
+CHECKS = {
+    "allreduce":      Check(hlo="operand",  handler=("operand", "shape")),
+    "alltoall":       Check(hlo="operand",  handler=("operand", "shape")),
+    "allgather":      Check(hlo="operand",  handler=("operand", "shape")),
+    "bcast":          Check(hlo="operand",  handler=("operand", "shape")),
+    "reduce":         Check(hlo="operand",  handler=("operand", "shape")),
+    "gather":         Check(hlo="operand",  handler=("operand", "shape")),
+    "scatter":        Check(hlo="result",   handler=("result", "shape")),
+    "scan":           Check(hlo="operand",  handler=("operand", "shape")),
+    "send":           Check(hlo="nothing",  handler=(None, "nothing")),
+    "recv":           Check(hlo="nothing",  handler=(None, "nothing")),
+    "sendrecv":       Check(hlo="nothing",  handler=(None, "nothing")),
+    "barrier":        Check(hlo="operand",  handler=(None, "op")),
+    "reduce_scatter": Check(hlo="operand",  handler=("operand", "shape")),
+    "allgatherv":     Check(hlo="result",   handler=("result", "shape")),
+    "alltoallv":      Check(hlo="trailing", handler=("operand", "trailing")),
+}
+
+#: op name -> its HLO rule (what mpinb/hlo.py reads)
+AGREEMENT = {name: check.hlo for name, check in CHECKS.items()}
+
+#: the point-to-point ops: nothing to agree on (not matched between ranks in the timeline)
+POINT_TO_POINT = tuple(name for name, check in CHECKS.items() if check.hlo == "nothing")
+
 
 #: MPI's predefined reduction ops that mpinb accepts, in the order of their checked-mode codes
 REDUCTIONS = ("SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR")
@@ -58,8 +116,26 @@ def _bit(attribute: str) -> int:
     return 1 << ATTRIBUTES.index(attribute)
 
 
+def check_table() -> None:
+    """Raise ValueError unless every op has its two rules and its handler rule checks what its
+    HLO rule says (the build refuses a table that would make them drift apart)."""
+    if CHECKS.keys() != OPS.keys():
+        raise ValueError(f"optable: CHECKS names {sorted(CHECKS)}, OPS {sorted(OPS)}")
+    for name, check in CHECKS.items():
+        if check.hlo not in HANDLER_RULES:
+            raise ValueError(f"optable: {name}: unknown HLO rule {check.hlo!r}")
+        if check.handler not in HANDLER_RULES[check.hlo]:
+            raise ValueError(f"optable: {name}: handler rule {check.handler!r} does not check what "
+                             f"HLO rule {check.hlo!r} says; allowed: {HANDLER_RULES[check.hlo]}")
+
+
+def _code(word) -> str:
+    return "NONE" if word is None else word.upper()
+
+
 def generate_ops_pxi() -> str:
     """Cython declarations included at the top of ext/_ffi.pyx."""
+    check_table()
     lines = ["# Generated by setup.py from mpinb/optable.py: do not edit.", "", "cdef enum:"]
     lines += [f"    OP_{name.upper()} = {i}" for i, name in enumerate(OPS)]
     lines += [f"    NUM_OPS = {len(OPS)}", "", "cdef enum:"]
@@ -69,8 +145,21 @@ def generate_ops_pxi() -> str:
     lines += [f'    if opcode == OP_{name.upper()}: return b"{name}"' for name in OPS]
     lines += ['    return b"unknown"', ""]
     lines += ["", "cdef bint op_point_to_point(int opcode) noexcept nogil:"]
-    p2p = [name for name, rule in AGREEMENT.items() if rule == "nothing"]
-    lines += ["    return " + " or ".join(f"opcode == OP_{name.upper()}" for name in p2p), ""]
+    lines += ["    return " + " or ".join(f"opcode == OP_{name.upper()}" for name in POINT_TO_POINT), ""]
+    lines += ["", "# checked mode: what is compared (CHECKS[op].handler[1]), and of which buffer ([0])",
+              "cdef enum:"]
+    lines += [f"    CHECK_{_code(k)} = {i}" for i, k in enumerate(CHECK_KINDS)]
+    lines += ["", "cdef enum:"]
+    lines += [f"    CHECK_BUFFER_{_code(b)} = {i}" for i, b in enumerate(CHECK_BUFFERS)]
+    lines += ["", "", "cdef int op_check(int opcode) noexcept nogil:",
+              '    """What checked mode compares before the MPI call of ``opcode`` (CHECK_*)."""']
+    lines += [f"    if opcode == OP_{name.upper()}: return CHECK_{_code(c.handler[1])}" for name, c in CHECKS.items()]
+    lines += ["    return CHECK_NOTHING", ""]
+    lines += ["", "cdef int op_check_buffer(int opcode) noexcept nogil:",
+              '    """Whose dtype and shape checked mode compares for ``opcode`` (CHECK_BUFFER_*)."""']
+    lines += [f"    if opcode == OP_{name.upper()}: return CHECK_BUFFER_{_code(c.handler[0])}"
+              for name, c in CHECKS.items()]
+    lines += ["    return CHECK_BUFFER_NONE", ""]
     lines += ["", "cdef int64_t op_attributes(int opcode) noexcept nogil:",
               '    """Bit mask of the attributes the handler of ``opcode`` needs."""']
     for name, attrs in OPS.items():

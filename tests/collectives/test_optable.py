@@ -1,6 +1,8 @@
 """The one table of ops (mpinb/optable.py) is what the compiled library and the Python layer
 were made from, and the handlers refuse attributes outside their op's row."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -51,9 +53,71 @@ def test_handlers_refuse_attributes_outside_their_row(world, attrs, message):
         jax.block_until_ready(_raw_call("mpinb_bcast", jnp.ones(3), comm=comm, **attrs))
 
 
-def test_every_op_has_its_agreement_rule():
-    assert optable.AGREEMENT.keys() == optable.OPS.keys()
+def _word(word) -> str:
+    """A word of a handler rule as the generated constants spell it (None: NONE)."""
+    return "NONE" if word is None else word.upper()
+
+
+def _returns(pxi: str, function: str) -> dict[str, str]:
+    """{OP_X: constant} of a generated ``if opcode == OP_X: return CONSTANT`` function, and
+    what it returns for an unknown opcode under the key None."""
+    body = pxi.split(f"cdef int {function}(int opcode) noexcept nogil:\n", 1)[1].split("\n\n", 1)[0]
+    out: dict = dict(re.findall(r"^    if opcode == (OP_\w+): return (\w+)$", body, re.MULTILINE))
+    out[None] = re.findall(r"^    return (\w+)$", body, re.MULTILINE)[-1]
+    return out
+
+
+def test_every_op_has_both_rules_and_its_handler_rule_is_one_its_hlo_rule_allows():
+    assert optable.CHECKS.keys() == optable.OPS.keys()
+    assert {name: check.hlo for name, check in optable.CHECKS.items()} == optable.AGREEMENT
     assert set(optable.AGREEMENT.values()) <= {"operand", "result", "trailing", "nothing"}
+    assert optable.HANDLER_RULES.keys() == {"operand", "result", "trailing", "nothing"}
+    for name, check in optable.CHECKS.items():
+        buffer, what = check.handler
+        assert check.handler in optable.HANDLER_RULES[check.hlo], name
+        assert buffer in optable.CHECK_BUFFERS and what in optable.CHECK_KINDS, name
+        assert (buffer is None) == (what in ("op", "nothing")), name  # a buffer exactly when a shape is compared
+    assert {"send", "recv", "sendrecv"} <= set(optable.POINT_TO_POINT)
+    assert all(optable.CHECKS[name].handler == (None, "nothing") for name in optable.POINT_TO_POINT)
+    optable.check_table()  # what the build runs
+
+
+@pytest.mark.parametrize(("name", "check", "message"), [
+    ("allgatherv", optable.Check(hlo="result", handler=("operand", "trailing")), "does not check what"),
+    ("scatter", optable.Check(hlo="result", handler=("operand", "shape")), "does not check what"),
+    ("send", optable.Check(hlo="nothing", handler=(None, "op")), "does not check what"),
+    ("barrier", optable.Check(hlo="everything", handler=(None, "op")), "unknown HLO rule"),
+])
+def test_the_build_refuses_rules_that_drift_apart(monkeypatch, name, check, message):
+    monkeypatch.setitem(optable.CHECKS, name, check)
+    with pytest.raises(ValueError, match=f"optable: {name}: .*{message}"):
+        optable.generate_ops_pxi()
+    monkeypatch.delitem(optable.CHECKS, name)
+    with pytest.raises(ValueError, match="optable: CHECKS names"):
+        optable.generate_ops_pxi()
+
+
+def test_generated_check_tables_equal_the_table():
+    """ext/ops.pxi's op_check and op_check_buffer say, for every opcode, the handler rule of
+    the op's row, with constants numbered as mpinb/optable.py orders them."""
+    pxi = optable.generate_ops_pxi()
+    enums = {k: int(v) for k, v in re.findall(r"^    (CHECK_\w+) = (\d+)$", pxi, re.MULTILINE)}
+    assert enums == {**{f"CHECK_{_word(k)}": i for i, k in enumerate(optable.CHECK_KINDS)},
+                     **{f"CHECK_BUFFER_{_word(b)}": i for i, b in enumerate(optable.CHECK_BUFFERS)}}
+    kinds = {f"OP_{name.upper()}": f"CHECK_{_word(c.handler[1])}" for name, c in optable.CHECKS.items()}
+    buffers = {f"OP_{name.upper()}": f"CHECK_BUFFER_{_word(c.handler[0])}" for name, c in optable.CHECKS.items()}
+    assert _returns(pxi, "op_check") == {**kinds, None: "CHECK_NOTHING"}
+    assert _returns(pxi, "op_check_buffer") == {**buffers, None: "CHECK_BUFFER_NONE"}
+    p2p = pxi.split("cdef bint op_point_to_point(int opcode) noexcept nogil:\n", 1)[1].split("\n", 1)[0]
+    assert re.findall(r"opcode == OP_(\w+)", p2p) == [name.upper() for name in optable.POINT_TO_POINT]
+
+
+def test_the_compiled_library_checks_what_the_table_says():
+    """What the built extension's enter() reads (a stale build after a change of the table
+    fails here: rebuild with ``pip install -e .``)."""
+    want = {name: (optable.CHECK_BUFFERS.index(c.handler[0]), optable.CHECK_KINDS.index(c.handler[1]))
+            for name, c in optable.CHECKS.items()}
+    assert library.load().check_rules() == want
 
 
 def test_generated_tables_list_every_op_and_reduction():
