@@ -108,8 +108,21 @@ AGREEMENT = {name: check.hlo for name, check in CHECKS.items()}
 POINT_TO_POINT = tuple(name for name, check in CHECKS.items() if check.hlo == "nothing")
 
 
-#: MPI's predefined reduction ops that mpinb accepts, in the order of their checked-mode codes
-REDUCTIONS = ("SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR")
+#: MPI's predefined reduction ops that mpinb accepts, in the order of their checked-mode codes,
+#: each with the kinds of dtype it accepts (MPI standard, section 6.9.2; the dtypes of each kind
+#: are in mpinb/mpi/validation.py)
+REDUCTIONS = {
+    "SUM": ("integer", "real", "complex"),
+    "PROD": ("integer", "real", "complex"),
+    "MAX": ("integer", "real"),
+    "MIN": ("integer", "real"),
+    "LAND": ("integer", "bool"),
+    "LOR": ("integer", "bool"),
+    "LXOR": ("integer", "bool"),
+    "BAND": ("integer",),
+    "BOR": ("integer",),
+    "BXOR": ("integer",),
+}
 
 
 def _bit(attribute: str) -> int:

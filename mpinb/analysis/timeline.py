@@ -9,7 +9,7 @@ mpinb.view.timeline_svg draws it. Pure.
 
 from __future__ import annotations
 
-POINT_TO_POINT = ("send", "recv", "sendrecv")
+from ..optable import POINT_TO_POINT
 #: waits shorter than this are not worth a sentence
 NOTABLE_WAIT = 0.005  # seconds
 

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from mpi4py import MPI
 
+from ..optable import REDUCTIONS
 from .jax_compat import Tracer
 
 # --------------------------------------------------------------------------------------
@@ -95,19 +96,10 @@ _HALF = {np.dtype("float16"), np.dtype(jnp.bfloat16)}
 #: Every dtype the library moves. float16 and bfloat16 are moved as raw 16-bit words.
 SUPPORTED_DTYPES = frozenset(_INTS | _REALS | _COMPLEX | _BOOL | _HALF)
 
-#: MPI predefined reduction op name -> dtypes it accepts (MPI standard, section 6.9.2).
-REDUCTION_DTYPES = {
-    "SUM": _INTS | _REALS | _COMPLEX,
-    "PROD": _INTS | _REALS | _COMPLEX,
-    "MAX": _INTS | _REALS,
-    "MIN": _INTS | _REALS,
-    "LAND": _INTS | _BOOL,
-    "LOR": _INTS | _BOOL,
-    "LXOR": _INTS | _BOOL,
-    "BAND": _INTS,
-    "BOR": _INTS,
-    "BXOR": _INTS,
-}
+#: MPI predefined reduction op name -> dtypes it accepts (MPI standard, section 6.9.2): the
+#: reductions of mpinb/optable.py, each with the dtypes of the kinds its row names.
+_KINDS = {"integer": _INTS, "real": _REALS, "complex": _COMPLEX, "bool": _BOOL}
+REDUCTION_DTYPES = {name: set().union(*(_KINDS[k] for k in kinds)) for name, kinds in REDUCTIONS.items()}
 
 
 def _op_name(op) -> str | None:

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from mpinb import mpi, optable
+from mpinb.analysis import timeline
 from mpinb.mpi import collectives as ops
-from mpinb.mpi import library, primitives
+from mpinb.mpi import library, primitives, validation
 from mpinb.mpi.jax_compat import ffi
 from mpinb.mpi.validation import resolve_comm
 
@@ -118,6 +119,16 @@ def test_the_compiled_library_checks_what_the_table_says():
     want = {name: (optable.CHECK_BUFFERS.index(c.handler[0]), optable.CHECK_KINDS.index(c.handler[1]))
             for name, c in optable.CHECKS.items()}
     assert library.load().check_rules() == want
+
+
+def test_the_python_layer_takes_point_to_point_ops_and_reductions_from_the_table():
+    assert timeline.POINT_TO_POINT is optable.POINT_TO_POINT
+    assert list(validation.REDUCTION_DTYPES) == list(optable.REDUCTIONS)  # names and order
+    dtypes = validation.REDUCTION_DTYPES
+    assert np.dtype("float32") in dtypes["SUM"] and np.dtype("float32") not in dtypes["BAND"]
+    assert np.dtype("bool") in dtypes["LAND"] and np.dtype("bool") not in dtypes["SUM"]
+    assert np.dtype("complex64") in dtypes["PROD"] and np.dtype("complex64") not in dtypes["MAX"]
+    assert all(np.dtype("int32") in accepted for accepted in dtypes.values())
 
 
 def test_generated_tables_list_every_op_and_reduction():
