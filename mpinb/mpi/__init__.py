@@ -24,15 +24,13 @@ from .collectives import (  # noqa: E402
     gather,
     has_cuda_support,
     has_sycl_support,
-    recv,
     reduce,
     reduce_scatter,
     scan,
     scatter,
-    send,
-    sendrecv,
 )
 from .library import build_info, counters, get_checked, get_debug, inflight, set_checked, set_debug  # noqa: E402
+from .point_to_point import recv, send, sendrecv  # noqa: E402
 from .validation import REDUCTION_DTYPES, SUPPORTED_DTYPES, default_comm  # noqa: E402
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""The mpi4jax-compatible collectives: argument checks, shapes, autodiff and vmap rules.
+"""The mpi4jax-compatible collectives: argument checks, shapes, autodiff and vmap rules
+(point-to-point operations are in mpinb.mpi.point_to_point).
 
 Every function works eagerly, under ``jax.jit`` and under ``jax.disable_jit()``; shapes that
 depend on the rank (``gather`` at root, ``scatter`` at root) use the rank known at trace time.
@@ -10,90 +11,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from mpi4py import MPI
 
 from . import validation as v
-from .jax_compat import Primitive, ShapedArray, ad, batched_like_vmap, batching, mlir
+from .jax_compat import Primitive, batching, mlir
 from .primitives import make_primitive
-
-# ---------------------------------------------------------------------------------------
-# Helpers for rules
-
-
-def _aval(shape, dtype) -> ShapedArray:
-    return ShapedArray(tuple(shape), dtype)
-
-
-def _same(x, **_):
-    return _aval(x.shape, x.dtype)
-
-
-def _instantiate(ct):
-    """Materialise a symbolic-zero cotangent so the transposed collective still runs."""
-    if type(ct) is ad.Zero:
-        return jnp.zeros(ct.aval.shape, ct.aval.dtype)
-    return ct
-
-
-def _move(x, src, dst, size=None):
-    """Move batch dimension ``src`` of x to ``dst``; an unbatched x (src None) is broadcast."""
-    if src is None:
-        x = jnp.broadcast_to(x[None], (size, *x.shape))
-        src = 0
-    return jnp.moveaxis(x, src, dst)
-
-
-def _linear_jvp(prim):
-    """JVP of a linear primitive: the primitive applied to the (materialised) tangents."""
-
-    def jvp(primals, tangents, **params):
-        out = prim.bind(*primals, **params)
-        tans = [jnp.zeros(p.shape, p.dtype) if type(t) is ad.Zero else t
-                for p, t in zip(primals, tangents, strict=True)]
-        return out, prim.bind(*tans, **params)
-
-    return jvp
-
-
-def _linear(prim, transpose):
-    ad.primitive_jvps[prim] = _linear_jvp(prim)
-    ad.primitive_transposes[prim] = transpose
-
-
-def _linear_for_sum(prim, transpose):
-    """A reduction that is linear (and differentiable) only when its op is MPI.SUM."""
-    name = prim.name[len("mpinb_"):]
-    linear = _linear_jvp(prim)
-
-    def jvp(primals, tangents, **params):
-        if params["op"].name == "SUM":
-            return linear(primals, tangents, **params)
-        if any(type(t) is not ad.Zero for t in tangents):
-            raise TypeError(f"{name}: only MPI.SUM can be differentiated, got {params['op']!r}")
-        out = prim.bind(*primals, **params)
-        return out, ad.Zero(out.aval.to_tangent_aval())
-
-    def checked_transpose(ct, x, **params):
-        if params["op"].name != "SUM":
-            raise TypeError(f"{name}: only MPI.SUM can be differentiated, got {params['op']!r}")
-        return transpose(ct, x, **params)
-
-    ad.primitive_jvps[prim] = jvp
-    ad.primitive_transposes[prim] = checked_transpose
-
-
-def _not_differentiable(prim, why: str):
-    def jvp(primals, tangents, **params):
-        if any(type(t) is not ad.Zero for t in tangents):
-            raise TypeError(f"{prim.name[len('mpinb_'):]}: {why}")
-        out = prim.bind(*primals, **params)
-        outs = out if prim.multiple_results else [out]
-        zeros = [ad.Zero(o.aval.to_tangent_aval()) for o in outs]
-        return out, (zeros if prim.multiple_results else zeros[0])
-
-    ad.primitive_jvps[prim] = jvp
-
+from .rules import aval, instantiate, linear, linear_for_sum, move, not_differentiable, same
 
 # ---------------------------------------------------------------------------------------
 # allreduce
@@ -106,7 +29,7 @@ def _allreduce_attrs(*, comm, op):
 # The result may share the operand's buffer (MPI_IN_PLACE, ext/_ffi.pyx send_ptr): XLA does so
 # when the operand dies here (a donated argument, a loop carry, an intermediate) and copies it
 # otherwise. Measured here at 16 MiB on 2 ranks: in place 2.8 ms, out of place 4.6 ms.
-allreduce_p = make_primitive("allreduce", _same, _allreduce_attrs, aliases=lambda **_: {0: 0})
+allreduce_p = make_primitive("allreduce", same, _allreduce_attrs, aliases=lambda **_: {0: 0})
 
 # The transpose of allreduce(SUM), as mpi4jax defines it (its ``transpose=True`` flag): the
 # result of allreduce is replicated, one value held by every rank, so the cotangent each rank
@@ -114,14 +37,14 @@ allreduce_p = make_primitive("allreduce", _same, _allreduce_attrs, aliases=lambd
 # call, no custom call. Transposing it gives allreduce again.
 allreduce_transpose_p = Primitive("mpinb_allreduce_transpose")
 allreduce_transpose_p.def_impl(lambda x, **_: x)
-allreduce_transpose_p.def_abstract_eval(_same)
+allreduce_transpose_p.def_abstract_eval(same)
 mlir.register_lowering(allreduce_transpose_p, lambda ctx, x, **_: [x])
-_linear(allreduce_transpose_p, lambda ct, x, *, comm, op: [allreduce_p.bind(_instantiate(ct), comm=comm, op=op)])
+linear(allreduce_transpose_p, lambda ct, x, *, comm, op: [allreduce_p.bind(instantiate(ct), comm=comm, op=op)])
 batching.primitive_batchers[allreduce_transpose_p] = lambda args, dims, **p: (
     allreduce_transpose_p.bind(*args, **p), dims[0])
 
-_linear_for_sum(allreduce_p,
-                lambda ct, x, *, comm, op: [allreduce_transpose_p.bind(_instantiate(ct), comm=comm, op=op)])
+linear_for_sum(allreduce_p,
+                lambda ct, x, *, comm, op: [allreduce_transpose_p.bind(instantiate(ct), comm=comm, op=op)])
 batching.primitive_batchers[allreduce_p] = lambda args, dims, **p: (allreduce_p.bind(*args, **p), dims[0])
 
 
@@ -144,8 +67,8 @@ def _scan_attrs(*, comm, op):
     return {"comm": comm.handle, "op": op.handle}
 
 
-scan_p = make_primitive("scan", _same, _scan_attrs)
-_not_differentiable(scan_p, "scan cannot be differentiated")
+scan_p = make_primitive("scan", same, _scan_attrs)
+not_differentiable(scan_p, "scan cannot be differentiated")
 batching.primitive_batchers[scan_p] = lambda args, dims, **p: (scan_p.bind(*args, **p), dims[0])
 
 
@@ -165,7 +88,7 @@ def _alltoall_abstract(x, *, comm):
         lead = x.shape[0] if x.shape else "none (a scalar)"
         raise ValueError(f"alltoall input must have shape (nproc, ...): "  # mpi4jax's words, then the values
                          f"leading dimension {lead} is not the number of ranks {comm.size}")
-    return _aval(x.shape, x.dtype)
+    return aval(x.shape, x.dtype)
 
 
 # In a loop body the result shares the carry's buffer from 64 KiB on (ext/in_place.pxi): the
@@ -173,12 +96,12 @@ def _alltoall_abstract(x, *, comm):
 # a value used again), and sharing would make XLA copy it first: out of place there.
 alltoall_p = make_primitive("alltoall", _alltoall_abstract, lambda *, comm: {"comm": comm.handle},
                             loop_alias_min_bytes=64 << 10)
-_linear(alltoall_p, lambda ct, x, *, comm: [alltoall_p.bind(_instantiate(ct), comm=comm)])
+linear(alltoall_p, lambda ct, x, *, comm: [alltoall_p.bind(instantiate(ct), comm=comm)])
 
 
 def _alltoall_batch(args, dims, *, comm):
     (x,), (d,) = args, dims
-    return alltoall_p.bind(_move(x, d, 1), comm=comm), 1
+    return alltoall_p.bind(move(x, d, 1), comm=comm), 1
 
 
 batching.primitive_batchers[alltoall_p] = _alltoall_batch
@@ -199,7 +122,7 @@ def alltoall(x, *, comm=None):
 
 
 def _allgather_abstract(x, *, comm):
-    return _aval((comm.size, *x.shape), x.dtype)
+    return aval((comm.size, *x.shape), x.dtype)
 
 
 allgather_p = make_primitive("allgather", _allgather_abstract, lambda *, comm: {"comm": comm.handle})
@@ -210,7 +133,7 @@ def _reduce_scatter_abstract(x, *, comm, op):
         lead = x.shape[0] if x.shape else "none (a scalar)"
         raise ValueError(f"reduce_scatter input must have shape (nproc, ...): "
                          f"leading dimension {lead} is not the number of ranks {comm.size}")
-    return _aval(x.shape[1:], x.dtype)
+    return aval(x.shape[1:], x.dtype)
 
 
 reduce_scatter_p = make_primitive(
@@ -227,16 +150,16 @@ def _sum_ref():
     return _SUM
 
 
-_linear(allgather_p, lambda ct, x, *, comm: [reduce_scatter_p.bind(_instantiate(ct), comm=comm, op=_sum_ref())])
+linear(allgather_p, lambda ct, x, *, comm: [reduce_scatter_p.bind(instantiate(ct), comm=comm, op=_sum_ref())])
 batching.primitive_batchers[allgather_p] = lambda args, dims, *, comm: (
-    allgather_p.bind(_move(args[0], dims[0], 0), comm=comm),
+    allgather_p.bind(move(args[0], dims[0], 0), comm=comm),
     1,
 )
 
 
-_linear_for_sum(reduce_scatter_p, lambda ct, x, *, comm, op: [allgather_p.bind(_instantiate(ct), comm=comm)])
+linear_for_sum(reduce_scatter_p, lambda ct, x, *, comm, op: [allgather_p.bind(instantiate(ct), comm=comm)])
 batching.primitive_batchers[reduce_scatter_p] = lambda args, dims, **p: (
-    reduce_scatter_p.bind(_move(args[0], dims[0], 1), **p),
+    reduce_scatter_p.bind(move(args[0], dims[0], 1), **p),
     0,
 )
 
@@ -264,7 +187,7 @@ def reduce_scatter(x, op, *, comm=None):
 
 bcast_p = make_primitive(
     "bcast",
-    _same,
+    same,
     lambda *, comm, root: {"comm": comm.handle, "root": root},
     aliases=lambda **_: {0: 0},
 )
@@ -274,18 +197,18 @@ def _reduce_attrs(*, comm, op, root):
     return {"comm": comm.handle, "op": op.handle, "root": root}
 
 
-reduce_p = make_primitive("reduce", _same, _reduce_attrs, aliases=lambda **_: {0: 0})
+reduce_p = make_primitive("reduce", same, _reduce_attrs, aliases=lambda **_: {0: 0})
 
 
 def _bcast_transpose(ct, x, *, comm, root):
-    ct = _instantiate(ct)
+    ct = instantiate(ct)
     summed = reduce_p.bind(ct, comm=comm, op=_sum_ref(), root=root)
     return [summed if comm.rank == root else jnp.zeros_like(ct)]
 
 
-_linear(bcast_p, _bcast_transpose)
+linear(bcast_p, _bcast_transpose)
 batching.primitive_batchers[bcast_p] = lambda args, dims, **p: (bcast_p.bind(*args, **p), dims[0])
-_not_differentiable(reduce_p, "reduce cannot be differentiated (use allreduce with MPI.SUM)")
+not_differentiable(reduce_p, "reduce cannot be differentiated (use allreduce with MPI.SUM)")
 batching.primitive_batchers[reduce_p] = lambda args, dims, **p: (reduce_p.bind(*args, **p), dims[0])
 
 
@@ -311,8 +234,8 @@ def reduce(x, op, root, *, comm=None):
 
 def _gather_abstract(x, *, comm, root):
     if comm.rank == root:
-        return _aval((comm.size, *x.shape), x.dtype)
-    return _aval(x.shape, x.dtype)
+        return aval((comm.size, *x.shape), x.dtype)
+    return aval(x.shape, x.dtype)
 
 
 gather_p = make_primitive(
@@ -321,9 +244,9 @@ gather_p = make_primitive(
     lambda *, comm, root: {"comm": comm.handle, "root": root},
     aliases=lambda *, comm, root: {} if comm.rank == root else {0: 0},
 )
-_not_differentiable(gather_p, "gather cannot be differentiated (use allgather)")
+not_differentiable(gather_p, "gather cannot be differentiated (use allgather)")
 batching.primitive_batchers[gather_p] = lambda args, dims, *, comm, root: (
-    gather_p.bind(_move(args[0], dims[0], 0), comm=comm, root=root),
+    gather_p.bind(move(args[0], dims[0], 0), comm=comm, root=root),
     1 if comm.rank == root else 0,
 )
 
@@ -334,14 +257,14 @@ def _scatter_abstract(x, *, comm, root):
             lead = x.shape[0] if x.shape else "none (a scalar)"
             raise ValueError(f"Scatter input must have shape (nproc, ...): "  # mpi4jax's words, then the values
                              f"scatter: leading dimension {lead} at root is not the number of ranks {comm.size}")
-        return _aval(x.shape[1:], x.dtype)
-    return _aval(x.shape, x.dtype)
+        return aval(x.shape[1:], x.dtype)
+    return aval(x.shape, x.dtype)
 
 
 scatter_p = make_primitive("scatter", _scatter_abstract, lambda *, comm, root: {"comm": comm.handle, "root": root})
-_not_differentiable(scatter_p, "scatter cannot be differentiated")
+not_differentiable(scatter_p, "scatter cannot be differentiated")
 batching.primitive_batchers[scatter_p] = lambda args, dims, *, comm, root: (
-    scatter_p.bind(_move(args[0], dims[0], 1 if comm.rank == root else 0), comm=comm, root=root),
+    scatter_p.bind(move(args[0], dims[0], 1 if comm.rank == root else 0), comm=comm, root=root),
     0,
 )
 
@@ -360,141 +283,6 @@ def scatter(x, root, *, comm=None):
     x = v.as_array("scatter", x)
     _, c = v.resolve_comm("scatter", comm)
     return scatter_p.bind(x, comm=c, root=v.root_arg("scatter", root, c))
-
-
-# ---------------------------------------------------------------------------------------
-# point to point
-
-
-send_p = make_primitive(
-    "send",
-    lambda x, **_: [],
-    lambda *, comm, dest, tag: {"comm": comm.handle, "dest": dest, "tag": tag},
-    multiple_results=True,
-)
-_not_differentiable(send_p, "send cannot be differentiated (use sendrecv)")
-
-
-def _send_batch(args, dims, **p):
-    return send_p.bind(_move(args[0], dims[0], 0), **p), []
-
-
-batching.primitive_batchers[send_p] = _send_batch
-
-recv_p = make_primitive(
-    "recv",
-    _same,
-    lambda *, comm, source, tag, status: {"comm": comm.handle, "source": source, "tag": tag, "status": status},
-    operands_passed=lambda **_: (),
-)
-_not_differentiable(recv_p, "recv cannot be differentiated (use sendrecv)")
-batching.primitive_batchers[recv_p] = lambda args, dims, **p: (recv_p.bind(_move(args[0], dims[0], 0), **p), 0)
-
-
-def _sendrecv_attrs(*, comm, source, dest, sendtag, recvtag, status):
-    return {
-        "comm": comm.handle,
-        "source": source,
-        "dest": dest,
-        "sendtag": sendtag,
-        "recvtag": recvtag,
-        "status": status,
-    }
-
-
-sendrecv_p = make_primitive(
-    "sendrecv", lambda s, r, **_: _aval(r.shape, r.dtype), _sendrecv_attrs, operands_passed=lambda **_: (0,)
-)
-
-
-def _sendrecv_transpose(ct, sendbuf, recvbuf, *, comm, source, dest, sendtag, recvtag, status):
-    if source == MPI.ANY_SOURCE:
-        raise TypeError("sendrecv: cannot differentiate a sendrecv with source=MPI.ANY_SOURCE")
-    send_aval = sendbuf.aval
-    back = sendrecv_p.bind(
-        _instantiate(ct),
-        jnp.zeros(send_aval.shape, send_aval.dtype),
-        comm=comm,
-        source=dest,
-        dest=source,
-        sendtag=sendtag,
-        recvtag=MPI.ANY_TAG,
-        status=0,
-    )
-    recv_ct = ad.Zero(recvbuf.aval.to_tangent_aval()) if isinstance(recvbuf, ad.UndefinedPrimal) else None
-    return [back, recv_ct]
-
-
-def _sendrecv_jvp(primals, tangents, **p):
-    s, r = primals
-    ts, _ = tangents
-    out = sendrecv_p.bind(s, r, **p)
-    ts = jnp.zeros(s.shape, s.dtype) if type(ts) is ad.Zero else ts
-    return out, sendrecv_p.bind(ts, jnp.zeros(r.shape, r.dtype), **p)
-
-
-ad.primitive_jvps[sendrecv_p] = _sendrecv_jvp
-ad.primitive_transposes[sendrecv_p] = _sendrecv_transpose
-
-
-def _sendrecv_batch(args, dims, **p):
-    s, r = args
-    ds, dr = dims
-    size = s.shape[ds] if ds is not None else r.shape[dr]
-    s = _move(s, ds, 0, size)
-    r = _move(r, dr, 0, size)
-    return sendrecv_p.bind(s, r, **p), 0
-
-
-batching.primitive_batchers[sendrecv_p] = _sendrecv_batch
-
-
-def send(x, dest, *, tag=0, comm=None):
-    """Send ``x`` to rank ``dest`` (blocking standard-mode send)."""
-    x = v.as_array("send", x)
-    _, c = v.resolve_comm("send", comm)
-    send_p.bind(x, comm=c, dest=v.rank_arg("send", "dest", dest, c), tag=v.tag_arg("send", "tag", tag))
-
-
-def recv(x, source=MPI.ANY_SOURCE, *, tag=MPI.ANY_TAG, comm=None, status=None):
-    """Receive an array shaped like ``x`` from ``source`` (a new array; ``x``'s data is unused).
-
-    ``status``, an ``mpi4py.MPI.Status``, is filled in when the receive executes. Under
-    ``jax.vmap`` the receive is batched even when ``x`` is not (``jnp.zeros_like`` of a batched
-    value is not): it receives the batch a vmapped ``send`` sends.
-    """
-    x = batched_like_vmap(v.as_array("recv", x), lambda t, n: jnp.broadcast_to(t, (n, *jnp.shape(t))))
-    _, c = v.resolve_comm("recv", comm)
-    return recv_p.bind(
-        x,
-        comm=c,
-        source=v.rank_arg("recv", "source", source, c, wildcard=True),
-        tag=v.tag_arg("recv", "tag", tag, wildcard=True),
-        status=v.status_arg("recv", status),
-    )
-
-
-def sendrecv(sendbuf, recvbuf, source, dest, *, sendtag=0, recvtag=MPI.ANY_TAG, comm=None, status=None):
-    """Send ``sendbuf`` to ``dest`` and receive an array shaped like ``recvbuf`` from ``source``,
-    deadlock-free. Differentiable with respect to ``sendbuf``."""
-    sendbuf = v.as_array("sendrecv", sendbuf, "sendbuf")
-    recvbuf = v.as_array("sendrecv", recvbuf, "recvbuf")
-    if sendbuf.dtype != recvbuf.dtype:
-        raise TypeError(
-            f"sendrecv: sendbuf dtype {np.dtype(sendbuf.dtype).name} differs from recvbuf dtype "
-            f"{np.dtype(recvbuf.dtype).name}; the data would be reinterpreted"
-        )
-    _, c = v.resolve_comm("sendrecv", comm)
-    return sendrecv_p.bind(
-        sendbuf,
-        recvbuf,
-        comm=c,
-        source=v.rank_arg("sendrecv", "source", source, c, wildcard=True),
-        dest=v.rank_arg("sendrecv", "dest", dest, c),
-        sendtag=v.tag_arg("sendrecv", "sendtag", sendtag),
-        recvtag=v.tag_arg("sendrecv", "recvtag", recvtag, wildcard=True),
-        status=v.status_arg("sendrecv", status),
-    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -520,7 +308,7 @@ def _allgatherv_abstract(x, *, comm, counts):
     if not x.shape or x.shape[0] != counts[comm.rank]:
         lead = x.shape[0] if x.shape else "none (a scalar)"
         raise ValueError(f"allgatherv: leading dimension {lead} is not counts[{comm.rank}] = {counts[comm.rank]}")
-    return _aval((sum(counts), *x.shape[1:]), x.dtype)
+    return aval((sum(counts), *x.shape[1:]), x.dtype)
 
 
 allgatherv_p = make_primitive(
@@ -529,14 +317,14 @@ allgatherv_p = make_primitive(
 
 
 def _allgatherv_transpose(ct, x, *, comm, counts):
-    total = allreduce_p.bind(_instantiate(ct), comm=comm, op=_sum_ref())
+    total = allreduce_p.bind(instantiate(ct), comm=comm, op=_sum_ref())
     start = sum(counts[: comm.rank])
     return [jax.lax.slice_in_dim(total, start, start + counts[comm.rank], axis=0)]
 
 
-_linear(allgatherv_p, _allgatherv_transpose)
+linear(allgatherv_p, _allgatherv_transpose)
 batching.primitive_batchers[allgatherv_p] = lambda args, dims, **p: (
-    allgatherv_p.bind(_move(args[0], dims[0], 1), **p),
+    allgatherv_p.bind(move(args[0], dims[0], 1), **p),
     1,
 )
 
@@ -545,7 +333,7 @@ def _alltoallv_abstract(x, *, comm, sendcounts, recvcounts):
     if not x.shape or x.shape[0] != sum(sendcounts):
         lead = x.shape[0] if x.shape else "none (a scalar)"
         raise ValueError(f"alltoallv: leading dimension {lead} is not sum(sendcounts) = {sum(sendcounts)}")
-    return _aval((sum(recvcounts), *x.shape[1:]), x.dtype)
+    return aval((sum(recvcounts), *x.shape[1:]), x.dtype)
 
 
 alltoallv_p = make_primitive(
@@ -556,12 +344,12 @@ alltoallv_p = make_primitive(
 
 
 def _alltoallv_transpose(ct, x, *, comm, sendcounts, recvcounts):
-    return [alltoallv_p.bind(_instantiate(ct), comm=comm, sendcounts=recvcounts, recvcounts=sendcounts)]
+    return [alltoallv_p.bind(instantiate(ct), comm=comm, sendcounts=recvcounts, recvcounts=sendcounts)]
 
 
-_linear(alltoallv_p, _alltoallv_transpose)
+linear(alltoallv_p, _alltoallv_transpose)
 batching.primitive_batchers[alltoallv_p] = lambda args, dims, **p: (
-    alltoallv_p.bind(_move(args[0], dims[0], 1), **p),
+    alltoallv_p.bind(move(args[0], dims[0], 1), **p),
     1,
 )
 

@@ -11,14 +11,15 @@ import pytest
 from mpinb import mpi, optable
 from mpinb.analysis import timeline
 from mpinb.mpi import collectives as ops
-from mpinb.mpi import library, primitives, validation
+from mpinb.mpi import library, point_to_point, primitives, validation
 from mpinb.mpi.jax_compat import ffi
 from mpinb.mpi.validation import resolve_comm
 
 
 def test_every_op_of_the_table_is_registered_and_has_a_primitive():
     assert sorted(library.load().registrations()) == sorted(f"mpinb_{name}" for name in optable.OPS)
-    prims = {p.name for p in vars(ops).values() if isinstance(p, jax.extend.core.Primitive)}
+    prims = {p.name for module in (ops, point_to_point) for p in vars(module).values()
+             if isinstance(p, jax.extend.core.Primitive)}
     assert {f"mpinb_{name}" for name in optable.OPS} <= prims
 
 
