@@ -280,10 +280,13 @@ def test_compare_sees_trace_time_side_effects(ip):
             "    return x + 1\n"
             "traced_once(jnp.ones(2))\n"
             "y_once = traced_once(jnp.ones(2))\n"
-            "n_calls = calls\n")
+            "n_calls = calls\n"
+            "n_static = 7\n")
     res = cell(ip, "--compare", code)
     summary = res.comparison_summary()
     assert "n_calls on ranks 0-1" in summary and "stdout on ranks 0-1" in summary, summary
+    # a Python int that is equal in both passes says nothing: not listed; one that differs is
+    assert [c.name for c in res.records[0].comparisons if c.name.startswith("n_")] == ["n_calls"]
     assert "y_once" not in summary  # equal: the value itself is right
     out = next(c for c in res.records[1].comparisons if c.name == "stdout")
     assert "the jitted run printed 1 line, the eager run 2" in out.detail

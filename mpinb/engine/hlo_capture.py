@@ -12,6 +12,7 @@ import contextlib
 import os
 
 from ..wire import cells
+from .code import namespace
 from .state import STATE
 
 HLO_SUFFIX = ".cpu_after_optimizations.txt"
@@ -53,8 +54,6 @@ def compiled_hlo(expr: str) -> list[tuple[str, str]]:
     The expression is evaluated in the engine namespace with its callee lowered and compiled
     instead of run: ``f(x)`` becomes ``f.lower(x).compile().as_text()``.
     """
-    from .execute import namespace
-
     ns = namespace()
     tree = ast.parse(expr, "<mpijax-hlo>", mode="eval")
     if not isinstance(tree.body, ast.Call):

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..analysis import compare as cmp
 from ..wire import values
+from .code import error_info, execute_code
 
 
 def flatten(tree):
@@ -78,8 +79,6 @@ def eager_pass(code: str, ns: dict, filename: str, header: str = ""):
     printed, its error or None)."""
     import jax
 
-    from .execute import error_info, execute_code
-
     snapshot = dict(ns)
     out = io.StringIO()
     value, error = None, None
@@ -95,8 +94,11 @@ def eager_pass(code: str, ns: dict, filename: str, header: str = ""):
 
 
 def compare_passes(names, ns, value, eager_ns, eager_value, stdout, eager_stdout) -> list:
+    """What the two passes left, compared. Names bound to Python ints (rank, sizes, flags) are
+    compared only to catch counters bumped at trace time: kept when they differ, dropped when equal."""
     comps = [dataclasses.replace(c, quiet=isinstance(ns.get(c.name), int))
              for c in cmp.compare_namespaces(names, ns, eager_ns, flatten, _jax_computed)]
+    comps = [c for c in comps if not (c.quiet and c.status == "equal")]
     if value is not None and _jax_computed(value):
         comps.extend(cmp.compare_trees("Out", value, eager_value, flatten))
     if stdout != eager_stdout:

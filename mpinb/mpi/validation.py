@@ -191,11 +191,13 @@ def counts_arg(op: str, label: str, counts, comm: CommRef) -> tuple[int, ...]:
     if isinstance(counts, Tracer):
         raise TypeError(f"{op}: {label} must be static (a sequence of ints), got a traced value")
     try:
-        values = tuple(static_int(op, label, c) for c in counts)
+        entries = tuple(counts)
     except TypeError as exc:
-        if "traced" in str(exc):
-            raise
         raise TypeError(f"{op}: {label} must be a sequence of ints, got {counts!r}") from exc
+    if not any(isinstance(c, Tracer) for c in entries) and not all(
+            isinstance(c, (int, np.integer)) and not isinstance(c, (bool, np.bool_)) for c in entries):
+        raise TypeError(f"{op}: {label} must be a sequence of ints, got {counts!r}")
+    values = tuple(static_int(op, label, c) for c in entries)  # a traced entry: static_int says so
     if len(values) != comm.size:
         raise ValueError(f"{op}: {label} has {len(values)} entries, expected one per rank ({comm.size})")
     if any(v < 0 for v in values):

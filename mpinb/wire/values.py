@@ -43,7 +43,10 @@ def summarize(value, *, image: bool = False) -> dict:
             out["image"] = sample(a)
         return out
     text = repr(value)
-    return {"kind": "object", "repr": text if len(text) <= 400 else text[:400] + "..."}
+    out = {"kind": "object", "repr": text if len(text) <= 400 else text[:400] + "..."}
+    if type(value) in (bool, int, float) or isinstance(value, np.bool_):
+        out["value"] = value.item() if isinstance(value, np.generic) else value  # for programs, not people
+    return out
 
 
 def describe(summary: dict) -> str:
