@@ -251,6 +251,17 @@ def test_hlo_analysis_costs_nothing_when_nothing_compiles(ip):
     assert all(rec.hlo == [] for rec in res.records.values())
 
 
+def test_hlo_dump_files_are_deleted_once_read(ip):
+    """XLA writes about 11 files per compiled module; the engine reads the optimized HLO after
+    the cell and deletes them all, so the dump directory does not grow with the session."""
+    res = cell(ip, "", "dumped_fn = jax.jit(lambda x: x * 7 + 1)\ndumped = dumped_fn(jnp.ones(5))")
+    assert all(rec.hlo for rec in res.records.values())  # the module was read ...
+    res = cell(ip, "--show n_dump_files",
+               "import os\nfrom mpinb.engine.state import STATE\nn_dump_files = sorted(os.listdir(STATE.dump))")
+    for rec in res.records.values():  # ... and its files are gone
+        assert rec.show["n_dump_files"]["repr"] == "[]", rec.show
+
+
 def test_compare_sees_a_stale_global_in_a_function_of_an_earlier_cell(ip):
     """The classic pitfall: jit keeps the global it was traced with; eager reads the new one."""
     cell(ip, "", "scale = 2.0\ng_scaled = jax.jit(lambda x: x * scale)\ng_scaled(jnp.full(2, 4.0))")

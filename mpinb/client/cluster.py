@@ -193,7 +193,7 @@ class MPICluster(ClusterHealth):
         self._protect_connection_files()
         self.view = self.client[:]
         self.view.block = True
-        from ..engine.state import setup
+        from ..engine.startup import setup
 
         progress.phase("setting up the engines")
         infos = self.view.apply_sync(setup, self.dump_root, self.status_dir, self.checked)

@@ -1,7 +1,7 @@
 """The optimized HLO of what a rank compiles (engine side). XLA dumps each compiled module into
-this rank's directory (``--xla_dump_to``, set by mpinb.engine.state before JAX initialises,
+this rank's directory (``--xla_dump_to``, set by mpinb.engine.startup before JAX initialises,
 about 11 files per module); after each cell the engine reads the optimized text of the new
-modules and deletes every dump file, so the directory does not grow. ``%mpijax hlo f(x)``
+modules and deletes every dump file and folder, so the directory does not grow. ``%mpijax hlo f(x)``
 compiles afresh (:func:`compiled_hlo`) and needs no file.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
+import shutil
 
 from ..wire import cells
 from .code import namespace
@@ -27,14 +28,16 @@ def new_hlo_modules() -> list[tuple[str, str]]:
         return []
     out = []
     with os.scandir(dump) as it:
-        names = sorted(entry.name for entry in it if entry.is_file())
-    for name in names:
-        path = os.path.join(dump, name)
-        if name.endswith(HLO_SUFFIX):
-            with contextlib.suppress(OSError), open(path) as fh:
-                out.append((name[: -len(HLO_SUFFIX)], fh.read(MAX_HLO_CHARS)))
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        entries = sorted(it, key=lambda entry: entry.name)
+    for entry in entries:
+        if entry.name.endswith(HLO_SUFFIX) and entry.is_file():
+            with contextlib.suppress(OSError), open(entry.path) as fh:
+                out.append((entry.name[: -len(HLO_SUFFIX)], fh.read(MAX_HLO_CHARS)))
+        if entry.is_dir(follow_symlinks=False):  # XLA's per-module folder (module.mlir, options)
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
     return out
 
 

@@ -114,28 +114,16 @@ def make_primitive(
         library.load()
         passed = list(range(len(args))) if operands_passed is None else list(operands_passed(**params))
         operands = [args[i] for i in passed] + [take_order(ctx, name)]
-        layouts = [row_major(len(ctx.avals_in[i].shape)) for i in passed]
-        if operand_layouts is not None:
-            layouts = operand_layouts([args[i] for i in passed], [ctx.avals_in[i] for i in passed])
         avals_out = list(ctx.avals_out)
         result_types = [_tensor_type(a.shape, a.dtype) for a in avals_out] + [_tensor_type((), ORDER_DTYPE)]
-        result_layouts = [row_major(len(a.shape)) for a in avals_out] + [()]
-        layout_kwargs = {"skip_ffi_layout_processing": True}
-        if layouts is not None:
-            layout_kwargs = {"operand_layouts": [*layouts, ()], "result_layouts": result_layouts}
-        alias_map = {}
         if aliases is not None:
             alias_map = {passed.index(i): o for i, o in aliases(**params).items()}
-        elif loop_alias_min_bytes is not None and _in_loop_body() and _nbytes(ctx.avals_in[0]) >= loop_alias_min_bytes:
-            alias_map = {0: 0}
-        attrs = attributes(**params)
-        if sorted(attrs) != sorted(OPS[name]):  # the handler would refuse it: say where
-            raise TypeError(f"mpinb_{name}: lowered with attributes {sorted(attrs)}, but its handler "
-                            f"reads {sorted(OPS[name])} (mpinb/optable.py)")
+        else:
+            alias_map = _loop_alias(ctx, loop_alias_min_bytes)
         build = build_ffi_lowering_function(
             target,
-            **layout_kwargs,
-            backend_config={k: _ir_attr(v) for k, v in attrs.items()},
+            **_layout_kwargs(ctx, args, passed, operand_layouts),
+            backend_config={k: _ir_attr(v) for k, v in _checked_attributes(name, attributes(**params)).items()},
             result_types=result_types,
             has_side_effect=True,
             operand_output_aliases=alias_map or None,
@@ -150,3 +138,30 @@ def make_primitive(
     register_lowering(prim, lowering, platform="cpu", cacheable=False)
     ORDERED.add(prim)
     return prim
+
+
+def _layout_kwargs(ctx, args, passed, operand_layouts) -> dict:
+    """Layouts of the passed operands (row-major unless operand_layouts says otherwise; None:
+    unconstrained) and of the results (row-major), plus the ordering token's."""
+    layouts = [row_major(len(ctx.avals_in[i].shape)) for i in passed]
+    if operand_layouts is not None:
+        layouts = operand_layouts([args[i] for i in passed], [ctx.avals_in[i] for i in passed])
+    if layouts is None:
+        return {"skip_ffi_layout_processing": True}
+    result_layouts = [row_major(len(a.shape)) for a in ctx.avals_out] + [()]
+    return {"operand_layouts": [*layouts, ()], "result_layouts": result_layouts}
+
+
+def _loop_alias(ctx, min_bytes: int | None) -> dict[int, int]:
+    """Inside a loop body, operand 0 and result 0 share their buffer from min_bytes on."""
+    if min_bytes is not None and _in_loop_body() and _nbytes(ctx.avals_in[0]) >= min_bytes:
+        return {0: 0}
+    return {}
+
+
+def _checked_attributes(name: str, attrs: dict) -> dict:
+    """attrs, if they are exactly those the op's handler reads (its row in mpinb/optable.py)."""
+    if sorted(attrs) != sorted(OPS[name]):  # the handler would refuse it: say where
+        raise TypeError(f"mpinb_{name}: lowered with attributes {sorted(attrs)}, but its handler "
+                        f"reads {sorted(OPS[name])} (mpinb/optable.py)")
+    return attrs

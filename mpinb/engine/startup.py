@@ -1,0 +1,118 @@
+"""An engine's start (engine side): the per-rank HLO dump directory (set before JAX
+initialises), the collective library loaded in checked mode, MPICH's shared-memory name
+unlinked, faulthandler's file, and the thread that publishes, while a cell runs, which MPI call
+this rank is blocked in (mpinb.wire.status).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import socket
+import sys
+import threading
+import time
+
+from ..wire.status import fault_path, status_message
+from .hlo_capture import forget_hlo_modules
+from .state import STATE
+
+STATUS_PERIOD = 0.2
+
+
+def _publish_status() -> None:
+    """Send {"inflight": the MPI call this rank waits in, or None} to the notebook over the
+    engine's IOPub connection, as data of the cell that runs now (no shared filesystem)."""
+    from ipyparallel.datapub import publish_data
+
+    from mpinb import mpi
+
+    publish_data(status_message(mpi.inflight(), STATE.running))
+
+
+def _status_loop() -> None:
+    """Publish, while a cell runs, which MPI call this rank is blocked in (read by the client
+    when a rank fails, a timeout expires or the user interrupts). A thread: the main thread may
+    be blocked inside MPI, which releases the GIL."""
+    was_running = False
+    while True:
+        running = STATE.running is not None
+        if running or was_running:
+            with contextlib.suppress(Exception):  # status is best effort: never kill the engine
+                _publish_status()
+        was_running = running
+        time.sleep(STATUS_PERIOD)
+
+
+def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = True) -> dict:
+    """Prepare this engine. Must run before JAX is imported for HLO capture to work.
+
+    checked: turn on the collective library's checked mode (ranks agree on every collective
+    before running it), the default for interactive use."""
+    from mpi4py import MPI
+
+    rank = MPI.COMM_WORLD.Get_rank()
+    size = MPI.COMM_WORLD.Get_size()
+    jax_was_loaded = "jax" in sys.modules
+    dump = None
+    if dump_root:
+        dump = os.path.join(dump_root, f"rank{rank}")
+        os.makedirs(dump, exist_ok=True)
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "--xla_dump_to" not in flags:
+            os.environ["XLA_FLAGS"] = f"{flags} --xla_dump_to={dump} --xla_dump_hlo_as_text".strip()
+    import jax
+
+    import mpinb.mpi  # registers the collective library
+
+    mpinb.mpi.set_checked(checked)
+    mpinb.mpi.default_comm()  # clone COMM_WORLD now, on every rank, not inside some later cell
+    unlinked = _unlink_mpi_shared_memory()
+    STATE.rank, STATE.size, STATE.dump, STATE.status_dir = rank, size, dump, status_dir
+    STATE.hlo_ok, STATE.cells, STATE.running = bool(dump) and not jax_was_loaded, 0, None
+    forget_hlo_modules()
+    if status_dir:
+        os.makedirs(status_dir, exist_ok=True)
+        STATE.fault_file = open(fault_path(status_dir, rank), "w")  # noqa: SIM115 - lives with the engine
+        faulthandler.enable(STATE.fault_file, all_threads=False)
+        if STATE.status_thread is None:
+            STATE.status_thread = threading.Thread(target=_status_loop, name="mpinb-status", daemon=True)
+            STATE.status_thread.start()
+    return {
+        "rank": rank,
+        "size": size,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "jax": jax.__version__,
+        "hlo_capture": STATE.hlo_ok,
+        "checked": checked,
+        "shm_unlinked": unlinked,
+    }
+
+
+MPI_SHM_PREFIX = "/dev/shm/mpich_shm_"  # noqa: S108 - MPICH's name, read from /proc/self/maps
+
+
+def _unlink_mpi_shared_memory() -> list[str]:
+    """Unlink the name of the shared-memory segment MPICH made for this job, once every rank
+    has it mapped (after a barrier): the memory stays until the last rank ends, however it
+    ends, and no name is left in /dev/shm for a killed job (3 MB each) that a later job could
+    attach to. Segments made later (shared-memory windows) keep their names."""
+    from mpi4py import MPI
+
+    MPI.COMM_WORLD.Barrier()
+    names = set()
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                at = line.find(MPI_SHM_PREFIX)
+                if at >= 0:
+                    names.add(line[at:].split()[0])
+    except OSError:
+        return []
+    for name in sorted(names):
+        with contextlib.suppress(OSError):  # another rank of this host was first
+            os.unlink(name)
+    MPI.COMM_WORLD.Barrier()
+    return sorted(os.path.basename(n) for n in names)
