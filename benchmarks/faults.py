@@ -3,7 +3,7 @@ closing-note table of the fault handling, reproducible on a laptop, on "another 
 Slurm (inside an allocation: ``salloc -N 2 -n 4``, or with SLURM_JOB_ID set).
 
     python benchmarks/faults.py [-n 3] [--launcher local|slurm] [--engine-env UCX_NET_DEVICES=lo]
-    python benchmarks/faults.py --mpi-cmd "tests/other_host.sh .venv/bin/mpiexec.gforker" \
+    python benchmarks/faults.py --mpi-cmd "tests/support/other_host.sh .venv/bin/mpiexec.gforker" \
         --engine-env UCX_TLS=self,sm       # "another host" (root: namespaces), as the tests do
 
 Each row: the case, the seconds from the cell's start (or from the stop button) until the view

@@ -1,4 +1,5 @@
-"""Suite-wide setup: hermetic IPython/Jupyter directories, and the 64-bit switch as a fixture.
+"""Suite-wide setup: hermetic IPython/Jupyter directories, each test file's kind (its marker),
+and the 64-bit switch as a fixture.
 
 Every cluster, kernel and JupyterLab the tests start writes its profiles, connection files and
 runtime files under one temporary directory, never under ``~/.ipython`` or ``~/.jupyter``. The
@@ -21,6 +22,18 @@ HERMETIC_DIRS = {
 }
 _ROOT: list[str] = []
 
+# Each test file's kind, registered as markers in pyproject.toml: ``pytest -m pure`` runs the
+# fast tests that start nothing; a new test file must be listed here.
+KINDS = {
+    "pure": ["test_compare.py", "test_display.py", "test_hlo.py", "test_layout.py", "test_status.py",
+             "test_validation_properties.py", "test_cluster_config.py", "test_library.py"],
+    # the collective suite: in this process (world size 1), and on 2 and 4 ranks by test_ranks.py
+    "multi_rank": ["collectives/", "test_ranks.py"],
+    "cluster": ["test_magic.py", "test_faults.py", "test_output.py", "test_soak.py", "test_notebooks.py"],
+    "topology": ["test_other_host.py", "test_slurm.py"],
+    "browser": ["test_browser.py"],
+}
+
 
 def pytest_configure(config):
     root = tempfile.mkdtemp(prefix="mpinb-tests-")
@@ -29,6 +42,21 @@ def pytest_configure(config):
         path = os.path.join(root, name)
         os.makedirs(path)
         os.environ[variable] = path
+
+
+def kind_of(path: str) -> str:
+    """The kind of a test file, by its path under tests/."""
+    for kind, names in KINDS.items():
+        if any(path.startswith(n) if n.endswith("/") else path == n for n in names):
+            return kind
+    raise pytest.UsageError(f"tests/{path}: not in the KINDS table of tests/conftest.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    here = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        path = os.path.relpath(str(item.path), here).replace(os.sep, "/")
+        item.add_marker(getattr(pytest.mark, kind_of(path)))
 
 
 def pytest_unconfigure(config):

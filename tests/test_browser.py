@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.require import require
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -28,10 +29,8 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
-if not os.path.exists(CHROMIUM):
-    if os.environ.get("MPINB_REQUIRE_BROWSER") == "1":
-        raise RuntimeError(f"MPINB_REQUIRE_BROWSER=1 but no Chromium at {CHROMIUM} (apt-get install chromium)")
-    pytest.skip("Chromium is not installed (.ci/run installs Debian's chromium)", allow_module_level=True)
+require("browser", None if os.path.exists(CHROMIUM) else f"no Chromium at {CHROMIUM} (apt-get install chromium)",
+        module_level=True)
 
 
 def free_port() -> int:

@@ -5,7 +5,7 @@ import zlib
 
 import numpy as np
 import pytest
-from views import widget_html
+from support.views import widget_html
 
 from mpinb import view
 from mpinb.analysis import compare as cmp

@@ -1,7 +1,7 @@
 """Fault handling on a real 3-rank cluster: every case ends with a per-rank diagnosis, and the
 cluster is usable afterwards (directly or after restart).
 
-Each test waits for the state it tests (read from the cluster's status, see tests/waiting.py)
+Each test waits for the state it tests (read from the cluster's status, see tests/support/waiting.py)
 before it presses the stop button, lets a timeout expire or makes a rank fail. Restart times are
 a benchmark figure (benchmarks/restart.py), not asserted here."""
 
@@ -13,9 +13,9 @@ import time
 
 import psutil
 import pytest
-from topology import OTHER_HOST, SLURM, make_cluster
-from views import widget_html
-from waiting import OnOutput, inside, press_stop
+from support.topology import OTHER_HOST, SLURM, make_cluster
+from support.views import widget_html
+from support.waiting import OnOutput, inside, press_stop
 
 from mpinb import view
 from mpinb.client.cell_run import DEFAULT_GRACE

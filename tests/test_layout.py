@@ -10,10 +10,6 @@ from __future__ import annotations
 import ast
 import pathlib
 
-import pytest
-
-pytestmark = pytest.mark.pure
-
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "mpinb"
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 60  # code lines, the docstring not counted

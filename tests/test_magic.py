@@ -6,7 +6,7 @@ import re
 
 import pytest
 from IPython.core.error import UsageError
-from shell import ipython_shell
+from support.shell import ipython_shell
 
 from mpinb.errors import CellFailed
 

@@ -1,4 +1,4 @@
-"""The fault and output tests again, with the MPI job "on another host": tests/other_host.sh puts
+"""The fault and output tests again, with the MPI job "on another host": tests/support/other_host.sh puts
 it in its own PID, UTS and mount namespaces (other PIDs, another hostname, a private /tmp and
 /dev/shm), sharing only loopback with the notebook, which itself runs in a PID namespace of its
 own, so that a signal sent to a wrong PID cannot reach this machine's other processes. Every
@@ -11,8 +11,8 @@ never be skipped there.
 import os
 import shutil
 
-import pytest
-from rerun import pytest_passes
+from support.require import require
+from support.rerun import pytest_passes
 
 TIMEOUT = 900
 
@@ -26,11 +26,7 @@ def _can_unshare() -> str | None:
 
 
 def test_fault_and_output_tests_pass_with_the_engines_on_another_host(tmp_path):
-    why = _can_unshare()
-    if why:
-        if os.environ.get("MPINB_REQUIRE_NAMESPACES") == "1":
-            pytest.fail(f"MPINB_REQUIRE_NAMESPACES=1 but {why}")
-        pytest.skip(why)
+    require("namespaces", _can_unshare())
     env = dict(os.environ, MPINB_TEST_OTHER_HOST="1")
     pytest_passes(["test_faults.py", "test_output.py"], env, prefix=["unshare", "--pid", "--fork", "--mount-proc"],
                   timeout=TIMEOUT)

@@ -4,7 +4,7 @@ arrives, in the result and in the stream, even when the result comes before the 
 import os
 
 import pytest
-from topology import make_cluster
+from support.topology import make_cluster
 
 LINES = 3000
 FRESH_CLUSTERS = int(os.environ.get("MPINB_FRESH_CLUSTERS", "4"))  # 100 for the soak figure in the note

@@ -1,4 +1,4 @@
-"""A real Slurm (tests/slurm_cluster.py: munged, slurmctld and two slurmd nodes on this machine):
+"""A real Slurm (tests/support/slurm_cluster.py: munged, slurmctld and two slurmd nodes on this machine):
 the cluster started as a job step inside an allocation and as a batch job, ranks on both nodes,
 the fault and output tests rerun as a job step, and stop() leaving no step, job or process.
 
@@ -10,8 +10,9 @@ import os
 
 import psutil
 import pytest
-import slurm_cluster
-from rerun import pytest_passes
+from support import slurm_cluster
+from support.require import require
+from support.rerun import pytest_passes
 
 from mpinb.client.cluster import MPICluster
 from mpinb.launch import launchers
@@ -23,11 +24,7 @@ WHERE = "import os\nfrom mpi4py import MPI\n(MPI.COMM_WORLD.Get_size(), os.envir
 
 @pytest.fixture(scope="module")
 def slurm():
-    why = slurm_cluster.missing()
-    if why:
-        if os.environ.get("MPINB_REQUIRE_SLURM") == "1":
-            pytest.fail(f"MPINB_REQUIRE_SLURM=1 but {why}")
-        pytest.skip(why)
+    require("slurm", slurm_cluster.missing())
     with slurm_cluster.SlurmTestCluster() as s:
         yield s
 

@@ -6,7 +6,7 @@ import io
 
 import psutil
 import pytest
-from shell import ipython_shell
+from support.shell import ipython_shell
 
 CELLS = 200
 COLLECTIVES = 1000

@@ -6,7 +6,7 @@ private directory and stopped again. Debian's ``slurmctld slurmd slurm-client mu
     with SlurmTestCluster() as slurm:      # sets SLURM_CONF for srun, salloc, squeue, ...
         job = slurm.allocate(nodes=2, tasks=4)
         ...
-    python tests/slurm_cluster.py          # start one by hand; Ctrl-C stops it
+    python tests/support/slurm_cluster.py          # start one by hand; Ctrl-C stops it
 
 What the configuration must have (measured here, see ../shared/DESIGN.md): job ids unique across
 restarts of the test cluster (FirstJobId from the clock: MPICH derives its shared-memory segment

@@ -1,6 +1,6 @@
 """Where the tests' clusters run: on this host (the default); with MPINB_TEST_OTHER_HOST=1 "on
-another host" through tests/other_host.sh (own PID, UTS and mount namespaces, private /tmp);
-with MPINB_TEST_SLURM=1 as a step of the Slurm allocation in SLURM_JOB_ID (tests/slurm_cluster.py
+another host" through tests/support/other_host.sh (own PID, UTS and mount namespaces, private /tmp);
+with MPINB_TEST_SLURM=1 as a step of the Slurm allocation in SLURM_JOB_ID (tests/support/slurm_cluster.py
 makes one: two Slurm nodes on this machine). tests/test_other_host.py and tests/test_slurm.py
 rerun the fault and output tests those ways."""
 

@@ -1,4 +1,4 @@
-"""Rerunning test files in a subprocess under another topology (tests/topology.py): the other
+"""Rerunning test files in a subprocess under another topology (tests/support/topology.py): the other
 host stand-in and the Slurm job step rerun the fault and output tests this way."""
 
 import subprocess
@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parent.parent
 TIMEOUT = 1200
 
 
 def pytest_passes(files, env: dict, prefix=(), timeout: float = TIMEOUT) -> None:
     """Run ``pytest -q FILES`` (behind ``prefix``, e.g. ``unshare ...``) with ``env``; fail unless
     it passed with nothing failed or skipped."""
-    cmd = [*prefix, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(str(HERE / f) for f in files)]
+    cmd = [*prefix, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(str(TESTS / f) for f in files)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=HERE.parent)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=TESTS.parent)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"no result after {timeout} s:\n{(exc.stdout or '')[-3000:]}")
     tail = (proc.stdout + proc.stderr)[-4000:]
