@@ -6,7 +6,7 @@
 # The directory holding the Python environment (MPINB_KEEP_DIR, default: this repository) stays
 # visible even when it lives under /tmp, as a shared software installation would be.
 set -e
-KEEP="${MPINB_KEEP_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+KEEP="${MPINB_KEEP_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}"
 exec unshare --pid --fork --mount-proc --uts --mount -- sh -c '
   set -e
   keep="$1"; shift
