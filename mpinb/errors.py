@@ -5,7 +5,8 @@
     │   ├── ClusterNotRunning no cluster was started, or it was stopped
     │   ├── ClusterBusy       ranks still run (or are blocked in MPI inside) an earlier cell
     │   ├── ClusterLost       the MPI job ended (a rank died): only a restart helps
-    │   └── LauncherError     a launcher cannot be used as asked (not installed, bad option)
+    │   ├── LauncherError     a launcher cannot be used as asked (not installed, bad option)
+    │   └── EngineSetupError  an engine could not be set up as asked (--jax-distributed)
     └── CellFailed            a rank failed, died or did not finish a %%mpijax cell
 
 Bad arguments are ``ValueError``/``TypeError`` as usual in Python (and as in mpi4jax). Code
@@ -39,6 +40,10 @@ class ClusterLost(ClusterError):
 
 class LauncherError(ClusterError):
     """A launcher cannot be used as asked (not installed, bad option)."""
+
+
+class EngineSetupError(ClusterError):
+    """An engine could not be set up as asked (raised on the engine, reported by the start)."""
 
 
 class CellFailed(MpinbError):

@@ -116,6 +116,10 @@ def line_parser() -> _Parser:
     s.add_argument("--no-hlo", action="store_true", help="do not capture compiled HLO")
     s.add_argument("--unchecked", action="store_true",
                    help="turn off checked mode (ranks agreeing on each collective before running it)")
+    s.add_argument("--jax-distributed", action="store_true",
+                   help="start JAX's multi-process runtime on the ranks (jax.distributed.initialize)")
+    s.add_argument("--local-devices", type=int, default=None, metavar="K",
+                   help="CPU devices per engine process (default 1)")
     s.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for engines")
     sub.add_parser("stop", help="stop the cluster")
     r = sub.add_parser("restart", help="restart with the same size and replay --setup cells")
@@ -158,28 +162,33 @@ class MpiJaxMagics(Magics):
             raise UsageError("%mpijax: no cluster running; start one with %mpijax start -n 4")
         return self.cluster
 
+    def _start(self, args) -> None:
+        """%mpijax start: a new cluster with the options given."""
+        if self.cluster is not None and self.cluster.running:
+            raise UsageError("%mpijax: a cluster is already running; %mpijax stop or restart it first")
+        if args.n < 1:
+            raise UsageError(f"%mpijax start: -n must be at least 1, got {args.n}")
+        try:
+            self.cluster = MPICluster(
+                n=args.n, launcher=args.launcher, mpi_args=shlex.split(args.mpi_args),
+                mpi_cmd=shlex.split(args.mpi_cmd) or None, nodes=args.nodes, partition=args.partition,
+                account=args.account, time_limit=args.time, controller_ip=args.controller_ip,
+                hlo=not args.no_hlo, checked=not args.unchecked, jax_distributed=args.jax_distributed,
+                local_devices=args.local_devices, start_timeout=args.start_timeout)
+        except ValueError as exc:
+            raise UsageError(f"%mpijax start: {exc}") from exc
+        try:
+            self.cluster.start()
+        except ClusterError as exc:
+            raise UsageError(f"%mpijax start: {exc}") from exc
+        print(f"{args.n} MPI engines ready in {self.cluster.start_seconds:.1f} s")
+        return None
+
     def _line(self, line: str):
         args = line_parser().parse_args(shlex.split(line))
         cmd = args.command
         if cmd == "start":
-            if self.cluster is not None and self.cluster.running:
-                raise UsageError("%mpijax: a cluster is already running; %mpijax stop or restart it first")
-            if args.n < 1:
-                raise UsageError(f"%mpijax start: -n must be at least 1, got {args.n}")
-            try:
-                self.cluster = MPICluster(
-                    n=args.n, launcher=args.launcher, mpi_args=shlex.split(args.mpi_args),
-                    mpi_cmd=shlex.split(args.mpi_cmd) or None, nodes=args.nodes, partition=args.partition,
-                    account=args.account, time_limit=args.time, controller_ip=args.controller_ip,
-                    hlo=not args.no_hlo, checked=not args.unchecked, start_timeout=args.start_timeout)
-            except ValueError as exc:
-                raise UsageError(f"%mpijax start: {exc}") from exc
-            try:
-                self.cluster.start()
-            except ClusterError as exc:
-                raise UsageError(f"%mpijax start: {exc}") from exc
-            print(f"{args.n} MPI engines ready in {self.cluster.start_seconds:.1f} s")
-            return None
+            return self._start(args)
         if cmd == "stop":
             if self.cluster is not None:
                 self.cluster.stop()

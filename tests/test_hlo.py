@@ -137,3 +137,44 @@ def test_hlo_view_shows_identical_ranks_once_with_marked_lines():
     assert plain.count("ENTRY") == 2 and "[ranks 0-1]" in plain and "[rank 2]" in plain
     bundle = view._repr_mimebundle_()
     assert bundle["text/html"].count("class='mpinb-marked'") == 3  # 2 lines of ranks 0-1, 1 of rank 2
+
+
+# XLA's own collectives, as shard_map and psum compile them over 2 devices (tests/data/xla_*:
+# jax.jit(jax.shard_map(...)) of lax.psum and of a tiled lax.all_to_all followed by .T)
+
+
+def test_xla_collectives_are_listed_in_words():
+    assert hlo.xla_collectives(hlo_text.parse_module(load("xla_psum.hlo.txt"))) == ["all-reduce over 2 devices"]
+    assert hlo.xla_collectives(hlo_text.parse_module(load("xla_all_to_all.hlo.txt"))) == ["all-to-all over 2 devices"]
+    module = hlo_text.parse_module(load("safe_transpose.hlo.txt"))
+    assert hlo.xla_collectives(module) == []  # mpinb's custom calls are not XLA's collectives
+
+
+def test_the_transpose_around_xla_s_all_to_all_is_a_relayout():
+    warnings = hlo.analyze({0: [("module_0003.jit_transpose", load("xla_all_to_all.hlo.txt"))]})
+    assert kinds(warnings) == ["relayout"]
+    assert "relayouts the result of all-to-all" in warnings[0].message
+    assert warnings[0].source and warnings[0].source.endswith("(transpose)")
+
+
+def test_an_xla_collective_compiled_on_some_ranks_only_is_divergent():
+    psum = ("module_0004.jit_stepper", load("xla_psum.hlo.txt"))
+    warnings = hlo.analyze({0: [psum], 1: [], 2: [psum], 3: []})
+    div = [w for w in warnings if w.kind == "divergent"]
+    assert len(div) == 1, warnings
+    assert div[0].module == "jit_stepper"
+    assert div[0].message.startswith("ranks 0, 2 compiled jit_stepper with 1 collective(s) (first: all-reduce ")
+    assert "ranks 1, 3 did not compile it in this cell" in div[0].message
+    # a rank that failed before it got there is not counted as missing
+    assert not [w for w in hlo.analyze({0: [psum], 1: []}, finished=[0]) if w.kind == "divergent"]
+    # compiled on every rank: nothing to say
+    assert not [w for w in hlo.analyze({0: [psum], 1: [psum]}) if w.kind == "divergent"]
+
+
+def test_different_xla_collectives_under_one_name_are_divergent():
+    per_rank = {0: [("module_0001.jit_step", load("xla_psum.hlo.txt"))],
+                1: [("module_0002.jit_step", load("xla_all_to_all.hlo.txt"))]}
+    div = [w for w in hlo.analyze(per_rank) if w.kind == "divergent"]
+    assert len(div) == 1
+    assert "at collective #1 of jit_step, rank 0 compiled all-reduce f32[4,4]" in div[0].message
+    assert "but rank 1 compiled all-to-all" in div[0].message

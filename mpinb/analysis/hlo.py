@@ -13,7 +13,12 @@ user's source line:
 3. ``relayout``: a copy or materialised transpose feeding, or fed by, an MPI collective, with
    its size (the price of pinning row-major layouts, worth seeing in a distributed transpose).
 4. ``divergent``: ranks compiled different sequences of collectives for the same function,
-   a deadlock risk.
+   or some ranks compiled a function holding collectives that the others did not compile in
+   the same cell: a deadlock risk.
+
+Collectives are mpinb's custom calls (and mpi4jax's) and XLA's own (``all-reduce``,
+``all-to-all``, ``all-gather``, ``reduce-scatter``, ``collective-permute``, ...), which
+``shard_map`` and ``psum`` compile to on a ``jax.distributed`` cluster.
 
 The HLO text itself is read by mpinb.analysis.hlo_text.
 """
@@ -25,12 +30,17 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..optable import AGREEMENT
+from .grouping import label
 from .hlo_text import Array, Instruction, Module, human_bytes, parse_arrays, parse_module
 
 #: the severities of findings, most severe first
 SEVERITIES = ("error", "warning", "info")
 #: custom-call targets that are MPI collectives (mpinb's, and mpi4jax's for comparison)
 COLLECTIVE_PREFIXES = ("mpinb_", "mpi_")
+#: XLA's own collective instructions (the asynchronous ones by their start)
+XLA_COLLECTIVES = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "all-to-all",
+                   "ragged-all-to-all", "reduce-scatter", "collective-permute", "collective-permute-start",
+                   "collective-broadcast")
 
 
 # ----------------------------------------------------------------------------- warnings
@@ -130,8 +140,45 @@ def distinct(warnings) -> list[tuple[HloWarning, list[int | None]]]:
 
 
 def is_collective(inst: Instruction) -> bool:
+    """An MPI collective's custom call, or one of XLA's collectives."""
+    if inst.opcode in XLA_COLLECTIVES:
+        return True
     target = inst.attr("custom_call_target") or ""
     return inst.opcode == "custom-call" and target.startswith(COLLECTIVE_PREFIXES)
+
+
+def collective_name(inst: Instruction) -> str:
+    """'mpinb_alltoall' for a custom call, 'all-reduce' for XLA's (an async start by its op)."""
+    if inst.opcode == "custom-call":
+        return inst.attr("custom_call_target") or "?"
+    return inst.opcode.removesuffix("-start")
+
+
+def group_size(inst: Instruction) -> int | None:
+    """How many devices each group of an XLA collective spans ({{0,1},{2,3}}: 2; [2,4]<=[8]: 4)."""
+    groups = inst.attr("replica_groups")
+    if groups is None:
+        return None
+    m = re.match(r"\s*\{([0-9,\s]*)\}", groups)
+    if m:
+        return len([g for g in m.group(1).split(",") if g.strip()])
+    m = re.match(r"\s*\[([0-9,]+)\]<=", groups)
+    return int(m.group(1).split(",")[-1]) if m else None
+
+
+def describe_collective(inst: Instruction) -> str:
+    """A collective in words: 'all-reduce over 2 devices' (XLA's), 'mpinb allreduce' (mpinb's)."""
+    name = collective_name(inst)
+    if inst.opcode in XLA_COLLECTIVES:
+        size = group_size(inst)
+        return name + (f" over {size} devices" if size else "")
+    return name.replace("mpinb_", "mpinb ", 1)
+
+
+def xla_collectives(module: Module) -> list[str]:
+    """XLA's collectives of a module in scheduled order, in words: 'all-reduce over 2 devices'."""
+    return [describe_collective(module.instructions[n]) for n in module.order
+            if module.instructions[n].opcode in XLA_COLLECTIVES]
 
 
 def custom_calls(module: Module) -> list[Instruction]:
@@ -168,43 +215,66 @@ def _is_relayout(module: Module, inst: Instruction) -> bool:
 def layout_warnings(module: Module, rank: int | None = None) -> list[HloWarning]:
     warnings: list[HloWarning] = []
     for inst in custom_calls(module):
-        target = inst.attr("custom_call_target") or "?"
-        src = module.source(inst)
-        constraints = inst.attr("operand_layout_constraints")
-        operands = _operand_arrays(module, inst)
-        if constraints is None and operands:
-            warnings.append(HloWarning(
-                "unconstrained", rank, module.name, inst.name,
-                f"custom call {target} has no operand layout constraints; it is row-major here by "
-                "XLA:CPU's choice, another backend may hand it a transposed buffer", src))
-        declared = parse_arrays(constraints) if constraints is not None else [a for _, a in operands]
-        bad = [str(a) for a in declared if not a.row_major]
-        bad += [f"result {a}" for a in inst.arrays if not a.row_major]
-        if bad:
-            warnings.append(HloWarning(
-                "non-row-major", rank, module.name, inst.name,
-                f"custom call {target} gets non-row-major layout(s) {', '.join(bad)}: it reads memory "
-                "in an order its indices do not describe", src))
-        if not is_collective(inst):
-            continue
-        for name, arr in operands:
-            prod = module.producer(name)
-            if prod is not None and _is_relayout(module, prod):
-                warnings.append(HloWarning(
-                    "relayout", rank, module.name, prod.name,
-                    f"{prod.opcode} %{prod.name} materialises {arr} ({human_bytes(arr.nbytes)}) "
-                    f"to feed {target} (%{inst.name})", module.source(prod) or src, arr.nbytes))
-        for user in module.users(inst.name):
-            consumers = [user] + (module.users(user.name) if user.opcode == "get-tuple-element" else [])
-            for c in consumers:
-                if c.opcode != "get-tuple-element" and _is_relayout(module, c):
-                    arr = c.arrays[0] if c.arrays else None
-                    size = f" ({human_bytes(arr.nbytes)})" if arr else ""
-                    warnings.append(HloWarning(
-                        "relayout", rank, module.name, c.name,
-                        f"{c.opcode} %{c.name} relayouts the result of {target} (%{inst.name}){size}",
-                        module.source(c) or src, arr.nbytes if arr else None))
+        warnings.extend(_custom_call_layouts(module, inst, rank))
+    for name in module.order:
+        inst = module.instructions[name]
+        if is_collective(inst):
+            warnings.extend(_relayouts(module, inst, rank))
     return warnings
+
+
+def _custom_call_layouts(module: Module, inst: Instruction, rank: int | None) -> list[HloWarning]:
+    """Findings 1 and 2 for one custom call: no operand layout constraints, non-row-major layouts."""
+    target = inst.attr("custom_call_target") or "?"
+    src = module.source(inst)
+    constraints = inst.attr("operand_layout_constraints")
+    operands = _operand_arrays(module, inst)
+    out = []
+    if constraints is None and operands:
+        out.append(HloWarning(
+            "unconstrained", rank, module.name, inst.name,
+            f"custom call {target} has no operand layout constraints; it is row-major here by "
+            "XLA:CPU's choice, another backend may hand it a transposed buffer", src))
+    declared = parse_arrays(constraints) if constraints is not None else [a for _, a in operands]
+    bad = [str(a) for a in declared if not a.row_major]
+    bad += [f"result {a}" for a in inst.arrays if not a.row_major]
+    if bad:
+        out.append(HloWarning(
+            "non-row-major", rank, module.name, inst.name,
+            f"custom call {target} gets non-row-major layout(s) {', '.join(bad)}: it reads memory "
+            "in an order its indices do not describe", src))
+    return out
+
+
+#: instructions between a collective and the user of its result
+_PASS_THROUGH = ("get-tuple-element", "all-reduce-done", "all-gather-done", "collective-permute-done")
+
+
+def _relayouts(module: Module, inst: Instruction, rank: int | None) -> list[HloWarning]:
+    """Finding 3 for one collective: copies and transposes that feed it or relayout its result."""
+    target = collective_name(inst)
+    src = module.source(inst)
+    out = []
+    for name, arr in _operand_arrays(module, inst):
+        prod = module.producer(name)
+        if prod is not None and _is_relayout(module, prod):
+            out.append(HloWarning(
+                "relayout", rank, module.name, prod.name,
+                f"{prod.opcode} %{prod.name} materialises {arr} ({human_bytes(arr.nbytes)}) "
+                f"to feed {target} (%{inst.name})", module.source(prod) or src, arr.nbytes))
+    seen = set()
+    for user in module.users(inst.name):
+        consumers = [user] + (module.users(user.name) if user.opcode in _PASS_THROUGH else [])
+        for c in consumers:
+            if c.opcode not in _PASS_THROUGH and c.name not in seen and _is_relayout(module, c):
+                seen.add(c.name)
+                arr = c.arrays[0] if c.arrays else None
+                size = f" ({human_bytes(arr.nbytes)})" if arr else ""
+                out.append(HloWarning(
+                    "relayout", rank, module.name, c.name,
+                    f"{c.opcode} %{c.name} relayouts the result of {target} (%{inst.name}){size}",
+                    module.source(c) or src, arr.nbytes if arr else None))
+    return out
 
 
 def _shape_text(arr: Array, trailing_only: bool = False) -> str:
@@ -218,6 +288,9 @@ def collective_signature(module: Module, inst: Instruction) -> str | None:
     """What every rank must agree on for this collective, as 'target dtype[shape]', by the op's
     rule in mpinb/optable.py (gather: the operand, scatter: the result, alltoallv: the trailing
     dimensions); None for point-to-point calls, which differ between ranks by design."""
+    if inst.opcode in XLA_COLLECTIVES:  # one SPMD program: the same op, shape and groups everywhere
+        groups = inst.attr("replica_groups") or inst.attr("source_target_pairs") or ""
+        return f"{collective_name(inst)} {inst.shape}" + (f" groups {{{groups}}}" if groups else "")
     target = inst.attr("custom_call_target") or ""
     rule = AGREEMENT.get(target[len("mpinb_"):], "result") if target.startswith("mpinb_") else "result"
     if rule == "nothing":
@@ -233,55 +306,77 @@ def collective_signature(module: Module, inst: Instruction) -> str | None:
 
 def collective_sequence(module: Module) -> list[str]:
     """The collectives of a module that all ranks must agree on, in scheduled order."""
-    return [sig for inst in custom_calls(module) if is_collective(inst)
+    return [sig for name in module.order for inst in [module.instructions[name]] if is_collective(inst)
             for sig in [collective_signature(module, inst)] if sig is not None]
 
 
-def divergence_warnings(per_rank: Mapping[int, Iterable[Module]]) -> list[HloWarning]:
+def divergence_warnings(per_rank: Mapping[int, Iterable[Module]],
+                        finished: Iterable[int] | None = None) -> list[HloWarning]:
     """Warning 4: the same module name compiled to collective sequences that the ranks cannot
     all complete together (a different op, dtype or shape where the op needs agreement, or a
-    different number of collectives)."""
+    different number of collectives); or a module holding collectives compiled on some ranks
+    but on none of the ``finished`` ranks (default: every rank given) that did not compile it."""
     by_name: dict[str, dict[int, list[str]]] = {}
     for rank, modules in per_rank.items():
         for mod in modules:
-            by_name.setdefault(_base_name(mod.name), {})[rank] = collective_sequence(mod)
+            by_name.setdefault(base_name(mod.name), {})[rank] = collective_sequence(mod)
+    finished = sorted(per_rank if finished is None else finished)
     out = []
     for name, seqs in sorted(by_name.items()):
-        if len(seqs) < 2 or not any(seqs.values()):
+        if not any(seqs.values()):
             continue
-        ranks = sorted(seqs)
-        ref = seqs[ranks[0]]
-        for r in ranks[1:]:
-            if seqs[r] == ref:
-                continue
-            common = min(len(ref), len(seqs[r]))
-            pos = next((i for i in range(common) if ref[i] != seqs[r][i]), common)
-            a = ref[pos] if pos < len(ref) else "no further collective"
-            b = seqs[r][pos] if pos < len(seqs[r]) else "no further collective"
-            counts = (f"; rank {ranks[0]} compiled {len(ref)} collectives, rank {r} {len(seqs[r])}"
-                      if len(ref) != len(seqs[r]) else "")
-            out.append(HloWarning(
-                "divergent", None, name, f"collective #{pos + 1}",
-                f"at collective #{pos + 1} of {name}, rank {ranks[0]} compiled {a} but rank {r} compiled "
-                f"{b}{counts}: the ranks may deadlock"))
-            break
+        missing = [r for r in finished if r not in seqs]
+        if missing:
+            out.append(_compiled_on_some_ranks(name, seqs, missing))
+            continue
+        out.extend(_first_difference(name, seqs))
     return out
 
 
-def _base_name(module_name: str) -> str:
+def _compiled_on_some_ranks(name: str, seqs: dict[int, list[str]], missing: list[int]) -> HloWarning:
+    ranks = sorted(r for r, seq in seqs.items() if seq)
+    first = seqs[ranks[0]][0]
+    return HloWarning(
+        "divergent", None, name, "compiled on some ranks",
+        f"{label(ranks, sep=', ')} compiled {name} with {len(seqs[ranks[0]])} collective(s) (first: {first}), "
+        f"{label(missing, sep=', ')} did not compile it in this cell: the ranks may deadlock")
+
+
+def _first_difference(name: str, seqs: dict[int, list[str]]) -> list[HloWarning]:
+    ranks = sorted(seqs)
+    ref = seqs[ranks[0]]
+    for r in ranks[1:]:
+        if seqs[r] == ref:
+            continue
+        common = min(len(ref), len(seqs[r]))
+        pos = next((i for i in range(common) if ref[i] != seqs[r][i]), common)
+        a = ref[pos] if pos < len(ref) else "no further collective"
+        b = seqs[r][pos] if pos < len(seqs[r]) else "no further collective"
+        counts = (f"; rank {ranks[0]} compiled {len(ref)} collectives, rank {r} {len(seqs[r])}"
+                  if len(ref) != len(seqs[r]) else "")
+        return [HloWarning(
+            "divergent", None, name, f"collective #{pos + 1}",
+            f"at collective #{pos + 1} of {name}, rank {ranks[0]} compiled {a} but rank {r} compiled "
+            f"{b}{counts}: the ranks may deadlock")]
+    return []
+
+
+def base_name(module_name: str) -> str:
     """'module_0004.jit_f' -> 'jit_f' (dump file prefixes differ between ranks)."""
     return re.sub(r"^module_\d+\.", "", module_name)
 
 
-def analyze(per_rank_texts: Mapping[int, Sequence[tuple[str, str]]]) -> list[HloWarning]:
-    """All warnings for {rank: [(module name, optimized HLO text), ...]}."""
-    modules = {rank: [parse_module(text, _base_name(name)) for name, text in items]
+def analyze(per_rank_texts: Mapping[int, Sequence[tuple[str, str]]],
+            finished: Iterable[int] | None = None) -> list[HloWarning]:
+    """All warnings for {rank: [(module name, optimized HLO text), ...]}; ``finished``: the
+    ranks that ran the whole cell (default: all given), which should have compiled the same."""
+    modules = {rank: [parse_module(text, base_name(name)) for name, text in items]
                for rank, items in per_rank_texts.items()}
     warnings = []
     for rank in sorted(modules):
         for mod in modules[rank]:
             warnings.extend(layout_warnings(mod, rank))
-    warnings.extend(divergence_warnings(modules))
+    warnings.extend(divergence_warnings(modules, finished))
     return warnings
 
 

@@ -218,7 +218,7 @@ class CellRun:
     # ----------------------------------------------------------------------- collect
     def collect(self, elapsed: float) -> CellResult:
         """Build the CellResult, leaving ranks still running or a lost job with the cluster."""
-        records, states, stdout, stderr, inflight, faults = {}, {}, {}, {}, {}, {}
+        records, states, stdout, stderr, inflight, faults, where = {}, {}, {}, {}, {}, {}, {}
         for r, ar in self.pending.items():
             stdout[r] = ar.stdout or ""
             stderr[r] = ar.stderr or ""
@@ -228,6 +228,7 @@ class CellRun:
             elif not ar.ready():
                 records[r], states[r] = None, "running"
                 inflight[r] = self.cluster.inflight(r)
+                where[r] = self.cluster.where(r)
                 self.cluster.keep_running(r, ar)
             else:
                 rec = self.record(r)
@@ -235,11 +236,13 @@ class CellRun:
                 states[r] = "finished" if rec.ok else "failed"
         notes = self._job_notes([r for r, s in states.items() if s == "running"], inflight)
         per_rank_hlo = {r: rec.hlo for r, rec in records.items() if rec}
-        warnings = hlo_mod.analyze(per_rank_hlo) if any(per_rank_hlo.values()) else []
+        finished = [r for r, state in states.items() if state == "finished"]
+        warnings = hlo_mod.analyze(per_rank_hlo, finished) if any(per_rank_hlo.values()) else []
         if self.options.hlo and self.cluster.hlo and not all(rec.hlo_capture for rec in records.values() if rec):
             notes.append("HLO capture is off on some ranks (JAX was imported before mpinb set XLA_FLAGS)")
         return CellResult(self.code, self.targets, records, stdout, stderr, states, elapsed, warnings,
-                          self.timed_out, self.options.compare, notes, inflight, self.dead, faults, self.interrupted)
+                          self.timed_out, self.options.compare, notes, inflight, self.dead, faults, self.interrupted,
+                          where)
 
     def _job_notes(self, running: list[int], inflight: dict[int, dict | None]) -> list[str]:
         """What to do next when the MPI job ended (marking the cluster lost) or ranks still run."""

@@ -30,7 +30,7 @@ import time
 from traitlets.config import Config
 
 from ..analysis.grouping import label
-from ..errors import ClusterBusy, ClusterError, ClusterLost, ClusterNotRunning, LauncherError
+from ..errors import ClusterBusy, ClusterError, ClusterLost, ClusterNotRunning, EngineSetupError, LauncherError
 from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
 from ..options import CellOptions
 from .health import ClusterHealth
@@ -61,6 +61,10 @@ class MPICluster(ClusterHealth):
     hlo: capture the optimized HLO of what each rank compiles (for layout warnings).
     checked: run the collective library in checked mode on the engines (ranks agree on each
         collective first; a mismatch is an error on every rank instead of a hang).
+    jax_distributed: start JAX's own multi-process runtime on the ranks
+        (``jax.distributed.initialize``, Gloo collectives on CPU): ``jax.process_count()`` is n,
+        ``shard_map`` and ``lax`` collectives run across the ranks.
+    local_devices: CPU devices per engine process (default JAX's: one).
     start_timeout: seconds to wait for all engines to register.
     progress: show a progress bar while the cluster starts (engines registered, phase, time).
     """
@@ -69,6 +73,7 @@ class MPICluster(ClusterHealth):
                  nodes: int | None = None, partition: str | None = None, account: str | None = None,
                  time_limit: str | None = None, engine_env=None, controller_ip: str | None = None,
                  encrypt: bool | None = None, hlo: bool = True, checked: bool = True,
+                 jax_distributed: bool = False, local_devices: int | None = None,
                  start_timeout: float = DEFAULT_START_TIMEOUT, progress: bool = True,
                  cluster_id: str | None = None):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
@@ -85,6 +90,9 @@ class MPICluster(ClusterHealth):
             raise ValueError(f"MPICluster: {', '.join(given)} only apply to launcher='slurm'")
         if nodes is not None and (not isinstance(nodes, int) or isinstance(nodes, bool) or not 1 <= nodes <= n):
             raise ValueError(f"MPICluster: nodes must be an int from 1 to n={n}, got {nodes!r}")
+        if local_devices is not None and (not isinstance(local_devices, int) or isinstance(local_devices, bool)
+                                          or local_devices < 1):
+            raise ValueError(f"MPICluster: local_devices must be a positive int, got {local_devices!r}")
         self.n = n
         self.launcher = launcher
         self.mpi_cmd = list(mpi_cmd) if mpi_cmd else None
@@ -96,6 +104,8 @@ class MPICluster(ClusterHealth):
         self.encrypt = encrypt
         self.hlo = hlo
         self.checked = checked
+        self.jax_distributed = bool(jax_distributed)
+        self.local_devices = local_devices
         self.start_timeout = float(start_timeout)
         self.progress = progress
         self.cluster_id = cluster_id
@@ -193,10 +203,8 @@ class MPICluster(ClusterHealth):
         self._protect_connection_files()
         self.view = self.client[:]
         self.view.block = True
-        from ..engine.startup import setup
-
         progress.phase("setting up the engines")
-        infos = self.view.apply_sync(setup, self.dump_root, self.status_dir, self.checked)
+        infos = self._setup_engines()
         ranks = [info["rank"] for info in infos]
         ids = list(self.client.ids)
         if ranks != ids:
@@ -206,6 +214,22 @@ class MPICluster(ClusterHealth):
         self.started_at = time.time()
         self.start_seconds = time.perf_counter() - t0
         progress.phase("ready")
+
+    def _setup_engines(self) -> list[dict]:
+        """Run the engines' setup (mpinb.engine.startup) on every rank; what each says of itself.
+        A setup that fails ends the cluster with the engine's own words."""
+        from ipyparallel.error import CompositeError
+
+        from ..engine.startup import setup
+
+        try:
+            return self.view.apply_sync(setup, self.dump_root, self.status_dir, self.checked,
+                                        self.jax_distributed, self.local_devices)
+        except CompositeError as exc:
+            self._teardown()
+            ename, evalue, _, info = exc.elist[0]
+            raise EngineSetupError(f"the engines' setup failed on rank {info.get('engine_id')}: "
+                                   f"{ename}: {evalue}") from None
 
     def _wait_for_engines(self, t0: float, progress: StartProgress) -> None:
         """Wait until all n engines registered (TimeoutError after start_timeout), counting them
@@ -276,6 +300,7 @@ class MPICluster(ClusterHealth):
             "lost": self.lost,
             "blocked_ranks": sorted(r for r, ar in self.outstanding.items() if not ar.ready()),
             "checked": self.checked,
+            "jax": self._jax_runtime(),
             "n": self.n,
             "engines": list(self.client.ids),
             "uptime_s": round(time.time() - (self.started_at or time.time()), 1),
@@ -285,6 +310,15 @@ class MPICluster(ClusterHealth):
             "hosts": sorted({e["host"] for e in self.engines}),
             "setup_cells": len(self.setup_cells),
         }
+
+    def _jax_runtime(self) -> str:
+        """How JAX runs on the engines, as the engines said at setup."""
+        first = self.engines[0] if self.engines else {}
+        devices = first.get("local_devices", 1)
+        each = f"{devices} CPU device{'s' if devices != 1 else ''} each"
+        if self.jax_distributed:
+            return f"jax.distributed: {first.get('jax_processes')} processes, {each}"
+        return f"one process per rank, {each}"
 
     # ----------------------------------------------------------------------- cells
     def ensure_ready(self) -> None:
@@ -298,7 +332,7 @@ class MPICluster(ClusterHealth):
             raise ClusterLost(f"the MPI job is gone ({self.lost}); run %mpijax restart (cluster.restart())")
         busy = {r: ar for r, ar in self.outstanding.items() if not ar.ready()}
         if busy:
-            where = "; ".join(f"rank {r} {describe_inflight(self.inflight(r))}" for r in sorted(busy))
+            where = "; ".join(f"rank {r} {describe_inflight(self.inflight(r), self.where(r))}" for r in sorted(busy))
             verb = "still runs" if len(busy) == 1 else "still run"
             raise ClusterBusy(f"{label(busy, sep=', ')} {verb} an earlier cell ({where}); wait for it, "
                               "interrupt it, or %mpijax restart")

@@ -13,7 +13,7 @@ import contextlib
 import signal
 import time
 
-from ..wire.status import inflight_of, parse_exit_lines
+from ..wire.status import inflight_of, parse_exit_lines, where_of
 
 
 class ClusterHealth:
@@ -94,6 +94,12 @@ class ClusterHealth:
         ar = self.outstanding.get(rank) or self._watched.get(rank)
         info = inflight_of(ar.data) if ar is not None else None
         return None if info is None else dict(info, age=0.0)  # published every 0.2 s: fresh
+
+    def where(self, rank: int) -> dict | None:
+        """Where ``rank``'s running cell is (its line, the user's frame, a jitted call), as its
+        engine last published it (mpinb.engine.stall); None if idle or unknown."""
+        ar = self.outstanding.get(rank) or self._watched.get(rank)
+        return where_of(ar.data) if ar is not None else None
 
     def fault_report(self, rank: int) -> str:
         """What faulthandler wrote for a rank that crashed (segfault traceback), if anything."""

@@ -30,6 +30,8 @@ class CellResult:
     dead: dict[int, str] = dataclasses.field(default_factory=dict)
     faults: dict[int, str] = dataclasses.field(default_factory=dict)
     interrupted: bool = False
+    #: where each rank still running is (mpinb.engine.stall): its cell line, a jitted call
+    where: dict[int, dict | None] = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -13,6 +13,7 @@ import os
 import shutil
 
 from ..wire import cells
+from . import stall
 from .code import namespace
 from .state import STATE
 
@@ -38,6 +39,7 @@ def new_hlo_modules() -> list[tuple[str, str]]:
         else:
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
+    stall.remember_modules(out)
     return out
 
 

@@ -15,6 +15,7 @@ import threading
 import time
 
 from ..wire.status import fault_path, status_message
+from . import jax_processes, stall
 from .hlo_capture import forget_hlo_modules
 from .state import STATE
 
@@ -28,7 +29,8 @@ def _publish_status() -> None:
 
     from mpinb import mpi
 
-    publish_data(status_message(mpi.inflight(), STATE.running))
+    where = stall.where_now() if STATE.running is not None else None
+    publish_data(status_message(mpi.inflight(), STATE.running, where))
 
 
 def _status_loop() -> None:
@@ -45,11 +47,14 @@ def _status_loop() -> None:
         time.sleep(STATUS_PERIOD)
 
 
-def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = True) -> dict:
+def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = True,
+          jax_distributed: bool = False, local_devices: int | None = None) -> dict:
     """Prepare this engine. Must run before JAX is imported for HLO capture to work.
 
     checked: turn on the collective library's checked mode (ranks agree on every collective
-    before running it), the default for interactive use."""
+    before running it), the default for interactive use.
+    jax_distributed: start JAX's multi-process runtime across the ranks (collective).
+    local_devices: CPU devices of this process (default JAX's: one)."""
     from mpi4py import MPI
 
     rank = MPI.COMM_WORLD.Get_rank()
@@ -64,6 +69,10 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
             os.environ["XLA_FLAGS"] = f"{flags} --xla_dump_to={dump} --xla_dump_hlo_as_text".strip()
     import jax
 
+    if local_devices is not None:
+        jax_processes.set_local_devices(local_devices)
+    if jax_distributed:
+        jax_processes.initialize(MPI.COMM_WORLD)
     import mpinb.mpi  # registers the collective library
 
     mpinb.mpi.set_checked(checked)
@@ -88,6 +97,7 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
         "hlo_capture": STATE.hlo_ok,
         "checked": checked,
         "shm_unlinked": unlinked,
+        **jax_processes.describe(jax_distributed, local_devices),
     }
 
 

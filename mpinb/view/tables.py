@@ -21,6 +21,7 @@ class StatusTable(dict):
     LABELS: typing.ClassVar[dict[str, str]] = {
         "running": "running", "n": "ranks", "launcher": "launcher", "engines": "engines", "hosts": "hosts",
         "lost": "MPI job lost", "blocked_ranks": "ranks still in a cell", "checked": "checked mode",
+        "jax": "JAX runtime",
         "hlo_capture": "HLO capture", "uptime_s": "up (s)", "start_s": "start took (s)",
         "setup_cells": "setup cells", "default_timeout": "default timeout (s)", "pids": "engine PIDs (their hosts)"}
 

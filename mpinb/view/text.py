@@ -15,7 +15,7 @@ from ..analysis.grouping import label, merge_sections
 from ..options import ViewOptions
 from ..wire.values import describe
 from . import images
-from .words import describe_inflight, finding_text, state_line, summary_line, trim
+from .words import describe_inflight, finding_text, skipped_by, state_line, summary_line, trim
 
 DEFAULT_VIEW = ViewOptions()
 
@@ -38,7 +38,9 @@ def state_detail(result, rank: int) -> list[str]:
     """Why a rank did not finish: what it is blocked in, how it died (and its fault report)."""
     state = result.states.get(rank, "?")
     if state == "running":
-        return [f"state: still running, {describe_inflight(result.inflight.get(rank))}"]
+        where = result.where.get(rank)
+        return [f"state: still running, {describe_inflight(result.inflight.get(rank), where)}"
+                f"{skipped_by(result, rank)}"]
     if state == "dead":
         lines = [f"state: dead, {result.dead.get(rank, 'process ended')}"]
         fault = result.faults.get(rank, "").strip()

@@ -10,14 +10,42 @@ from ..analysis.grouping import label
 from ..analysis.hlo_text import human_bytes
 
 
-def describe_inflight(info: dict | None) -> str:
-    """'blocked in allreduce (call 57, 16 B, waiting 12.3 s)' or where a rank outside mpinb's
-    collectives is."""
-    if not info:
-        return "not inside an mpinb collective (Python code, or an mpi4py call)"
-    peer = f", peer {info['peer']}" if info.get("peer", -1) >= 0 else ""
-    return (f"blocked in {info['op']} (call {info['call']}, {human_bytes(info['bytes'])}{peer}, "
-            f"waiting {info['seconds'] + info.get('age', 0.0):.1f} s)")
+def describe_inflight(info: dict | None, where: dict | None = None) -> str:
+    """'blocked in allreduce (call 57, 16 B, waiting 12.3 s) at Cell In[7], line 5', 'waits in
+    jit(stepper) (all-reduce over 2 devices) at Cell In[7], line 5', or where a rank outside
+    any collective is (mpinb.engine.stall says where)."""
+    at = f" {describe_where(where)}" if where else ""
+    if info:
+        peer = f", peer {info['peer']}" if info.get("peer", -1) >= 0 else ""
+        return (f"blocked in {info['op']} (call {info['call']}, {human_bytes(info['bytes'])}{peer}, "
+                f"waiting {info['seconds'] + info.get('age', 0.0):.1f} s){at}")
+    if where and where.get("call"):
+        held = ", ".join(where.get("collectives") or []) or "no collective known"
+        return f"waits in jit({where['call']}) ({held}){at}"
+    if where:
+        return f"not inside an mpinb collective, running{at}"
+    return "not inside an mpinb collective (Python code, or an mpi4py call)"
+
+
+def describe_where(where: dict) -> str:
+    """'at Cell In[7], line 5' and, when the user's innermost frame is elsewhere, ', in stepper
+    (Cell In[3], line 4)'."""
+    text = f"at Cell {where['cell']}, line {where['line']}"
+    if where.get("function"):
+        place = f"Cell {where.get('file')}" if where.get("file_is_cell") else f"File {where.get('file')}"
+        text += f", in {where['function']} ({place}, line {where.get('file_line')})"
+    return text
+
+
+def skipped_by(result, rank: int) -> str:
+    """'; rank 1 finished the cell without calling it' when ``rank`` waits in a collective (an
+    mpinb one, or a jitted call holding collectives) that the finished ranks never joined."""
+    where = result.where.get(rank) or {}
+    waits = result.inflight.get(rank) or (where.get("call") and where.get("collectives"))
+    finished = sorted(r for r, s in result.states.items() if s == "finished")
+    if not waits or not finished:
+        return ""
+    return f"; {label(finished, sep=', ')} finished the cell without calling it"
 
 
 def live_words(state: str, seconds: float, inflight: dict | None, error_name: str | None) -> str:

@@ -11,7 +11,12 @@ already has:
 
        {"inflight": {"op": "allreduce", "call": 57, "bytes": 16, "peer": -1, "seconds": 12.3}
                     or None,             # the mpinb collective this rank is blocked in
-        "cell": 12}                      # the engine's cell counter
+        "cell": 12,                      # the engine's cell counter
+        "where": {"cell": "In[7]", "line": 5,          # the running cell's line,
+                  "function": "stepper", "file": "In[3]", "file_is_cell": True, "file_line": 4,  # the
+                  # innermost frame of the user's code,
+                  "call": "stepper", "collectives": ["all-reduce over 2 devices"]}  # a jitted call
+                 or None}                # (mpinb.engine.stall)
 
 2. **Exit record** (launcher wrapper -> notebook, when an engine process ends abnormally).
    ``mpinb.launch.rank`` writes one line to its stderr, which the MPI launcher (mpiexec, srun)
@@ -38,8 +43,8 @@ EXIT_MARKER = "MPINB-EXIT "
 MAX_LINE_BYTES = 4000
 
 
-def status_message(inflight: dict | None, cell: int | None) -> dict:
-    return {STATUS_KEY: {"inflight": inflight, "cell": cell}}
+def status_message(inflight: dict | None, cell: int | None, where: dict | None = None) -> dict:
+    return {STATUS_KEY: {"inflight": inflight, "cell": cell, "where": where}}
 
 
 def inflight_of(data: dict | None) -> dict | None:
@@ -48,6 +53,12 @@ def inflight_of(data: dict | None) -> dict | None:
     if not status or not status.get("inflight"):
         return None
     return dict(status["inflight"])
+
+
+def where_of(data: dict | None) -> dict | None:
+    """Where the running cell is, in a cell's published data, if the engine said."""
+    status = (data or {}).get(STATUS_KEY)
+    return dict(status["where"]) if status and status.get("where") else None
 
 
 def describe_exit(returncode: int) -> str:

@@ -1,0 +1,95 @@
+"""JAX's own multi-process stack on an mpinb cluster (``jax_distributed=True``): no boilerplate,
+``jax.process_count()`` is the number of ranks, a ``shard_map`` transpose over the processes
+equals NumPy's, the mode survives a restart and shows in the status; on 2 and 4 ranks."""
+
+import pytest
+
+from mpinb import MPICluster
+
+TRANSPOSE = """
+import jax, numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((jax.device_count(),), ("x",))
+A = np.arange({rows} * {cols}, dtype=np.float32).reshape({rows}, {cols})
+mine = A.reshape(jax.process_count(), -1, {cols})[jax.process_index()]   # this process's rows
+x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), mine)
+transpose = jax.jit(jax.shard_map(lambda b: jax.lax.all_to_all(b, "x", 1, 0, tiled=True).T,
+                                  mesh=mesh, in_specs=P("x"), out_specs=P("x")))
+y = transpose(x)
+whole = multihost_utils.process_allgather(y, tiled=True)
+same = bool(np.array_equal(whole, A.T))
+where = (jax.process_count(), jax.process_index(), jax.device_count(), jax.local_device_count())
+"""
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["2 ranks", "4 ranks"])
+def cluster(request):
+    with MPICluster(n=request.param, jax_distributed=True, progress=False) as c:
+        yield c
+
+
+def test_process_count_is_the_number_of_ranks_without_boilerplate(cluster):
+    res = cluster.run_cell("import jax\nwhere = (jax.process_count(), jax.process_index(), jax.device_count())",
+                           show=["where"])
+    assert res.ok, res.text()
+    for rank, rec in res.records.items():
+        assert rec.show["where"]["repr"] == repr((cluster.n, rank, cluster.n))
+    assert cluster.status()["jax"] == f"jax.distributed: {cluster.n} processes, 1 CPU device each"
+
+
+def test_a_shard_map_transpose_over_the_processes_equals_numpy(cluster):
+    res = cluster.run_cell(TRANSPOSE.format(rows=4 * cluster.n, cols=2 * cluster.n), show=["same", "whole"])
+    assert res.ok, res.text()
+    for rec in res.records.values():
+        assert rec.show["same"]["value"] is True, res.text()
+        assert tuple(rec.show["whole"]["shape"]) == (2 * cluster.n, 4 * cluster.n)
+
+
+def test_the_mode_survives_a_restart(cluster):
+    cluster.restart()
+    res = cluster.run_cell("import jax\ncount = jax.process_count()", show=["count"])
+    assert [rec.show["count"]["value"] for rec in res.records.values()] == [cluster.n] * cluster.n
+
+
+def test_local_devices_per_process():
+    with MPICluster(n=2, jax_distributed=True, local_devices=3, progress=False) as c:
+        res = c.run_cell(TRANSPOSE.format(rows=12, cols=6), show=["where", "same"])
+        assert res.ok, res.text()
+        for rank, rec in res.records.items():
+            assert rec.show["where"]["repr"] == repr((2, rank, 6, 3))
+            assert rec.show["same"]["value"] is True, res.text()
+        assert c.status()["jax"] == "jax.distributed: 2 processes, 3 CPU devices each"
+
+
+def test_bad_local_devices_are_refused_before_anything_starts():
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="local_devices must be a positive int"):
+            MPICluster(n=2, local_devices=bad)
+
+
+STEPPER = """
+import jax, numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((jax.device_count(),), ("x",))
+def stepper(b):
+    return jax.lax.psum(b, "x")
+step = jax.jit(jax.shard_map(stepper, mesh=mesh, in_specs=P("x"), out_specs=P()))
+x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), np.ones(2, np.float32))
+total = step(x)
+"""
+
+
+def test_a_rank_that_skips_a_collective_is_named_and_the_waiting_rank_s_line_shown(cluster):
+    """JAX's collectives hang silently when only some processes reach them: the timeout's report
+    says where rank 0 waits (the cell's line, the jitted call and what it holds) and that the
+    other ranks finished without calling it."""
+    warm = cluster.run_cell(STEPPER, show=["total"])
+    assert warm.ok, warm.text()
+    res = cluster.run_cell("y = 1\nif jax.process_index() == 0:\n    y = step(x)\n", timeout=6, label="In[7]")
+    assert res.states[0] == "running" and all(res.states[r] == "finished" for r in range(1, cluster.n))
+    others = "rank 1" if cluster.n == 2 else f"ranks 1-{cluster.n - 1}"
+    expected = (f"state: still running, waits in jit(stepper) (all-reduce over {cluster.n} devices) "
+                f"at Cell In[7], line 3; {others} finished the cell without calling it")
+    assert expected in res.text(), res.text()
+    cluster.restart()
