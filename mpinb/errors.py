@@ -7,7 +7,8 @@
     │   ├── ClusterLost       the MPI job ended (a rank died): only a restart helps
     │   ├── LauncherError     a launcher cannot be used as asked (not installed, bad option)
     │   └── EngineSetupError  an engine could not be set up as asked (--jax-distributed)
-    └── CellFailed            a rank failed, died or did not finish a %%mpijax cell
+    ├── CellFailed            a rank failed, died or did not finish a %%mpijax cell
+    └── PullError             %mpijax pull: no such variable, not an array, too large
 
 Bad arguments are ``ValueError``/``TypeError`` as usual in Python (and as in mpi4jax). Code
 tells errors apart by their class, never by their message.
@@ -78,3 +79,7 @@ class CellFailed(MpinbError):
                 by_state.setdefault(state, []).append(rank)
         what = ", ".join(f"{label(ranks)} {self.WORDS[state]}" for state, ranks in by_state.items())
         return [f"CellFailed: {what} (see the view above; the whole result is in _mpijax)"]
+
+
+class PullError(MpinbError):
+    """``%mpijax pull`` / ``MPICluster.pull``: no such variable, not an array, or too large."""

@@ -31,7 +31,7 @@ from IPython.display import display
 
 from .client.cluster import MPICluster
 from .client.result import CellResult
-from .errors import CellFailed, ClusterBusy, ClusterError, ClusterLost
+from .errors import CellFailed, ClusterBusy, ClusterError, ClusterLost, PullError
 from .options import CellOptions, ViewOptions, parse_ranks
 from .view.tables import HloView, StatusTable
 from .view.words import restart_words
@@ -128,6 +128,10 @@ def line_parser() -> _Parser:
     h = sub.add_parser("hlo", help="per rank, the compiled HLO of a jitted call, layouts highlighted")
     h.add_argument("expr", nargs="+", help="a call such as f(x)")
     h.add_argument("--ranks", default=None)
+    g = sub.add_parser("pull", help="a variable of every rank as one NumPy array in the notebook")
+    g.add_argument("name", help="the variable on the engines")
+    g.add_argument("--as", dest="local", default=None, help="the notebook's name for it (default: the same)")
+    g.add_argument("--max-mib", type=float, default=256.0, help="refuse more than this many MiB (default 256)")
     t = sub.add_parser("timeout", help="default --timeout of %%mpijax cells")
     t.add_argument("seconds", type=_seconds, nargs="?", default="none")
     return p
@@ -184,6 +188,20 @@ class MpiJaxMagics(Magics):
         print(f"{args.n} MPI engines ready in {self.cluster.start_seconds:.1f} s")
         return None
 
+    def _pull(self, args) -> None:
+        """%mpijax pull NAME [--as LOCAL]: the global (or stacked per-rank) array, in the notebook."""
+        cluster = self._require_cluster()
+        local = args.local or args.name
+        if not local.isidentifier():
+            raise UsageError(f"%mpijax pull: --as needs a Python name, got {local!r}")
+        try:
+            array = cluster.pull(args.name, max_bytes=int(args.max_mib * (1 << 20)))
+        except (PullError, ClusterError) as exc:
+            raise UsageError(f"%mpijax pull: {exc}") from exc
+        self.shell.user_ns[local] = array
+        print(f"{local} = {array.dtype}{list(array.shape)} from {cluster.n} ranks")
+        return None
+
     def _line(self, line: str):
         args = line_parser().parse_args(shlex.split(line))
         cmd = args.command
@@ -208,6 +226,8 @@ class MpiJaxMagics(Magics):
             status = StatusTable(self.cluster.status() if self.cluster else {"running": False})
             status["default_timeout"] = self.default_timeout
             return status
+        if cmd == "pull":
+            return self._pull(args)
         if cmd == "timeout":
             self.default_timeout = args.seconds
             print(f"default %%mpijax timeout: {'none' if args.seconds is None else f'{args.seconds:g} s'}")

@@ -2,9 +2,11 @@
 ``jax.process_count()`` is the number of ranks, a ``shard_map`` transpose over the processes
 equals NumPy's, the mode survives a restart and shows in the status; on 2 and 4 ranks."""
 
+import numpy as np
 import pytest
 
 from mpinb import MPICluster
+from mpinb.errors import PullError
 
 TRANSPOSE = """
 import jax, numpy as np
@@ -93,3 +95,22 @@ def test_a_rank_that_skips_a_collective_is_named_and_the_waiting_rank_s_line_sho
                 f"at Cell In[7], line 3; {others} finished the cell without calling it")
     assert expected in res.text(), res.text()
     cluster.restart()
+
+
+def test_pull_assembles_the_global_array_in_index_order(cluster):
+    """A jax.Array sharded over the processes comes back whole; per-rank arrays are stacked."""
+    res = cluster.run_cell(TRANSPOSE.format(rows=4 * cluster.n, cols=2 * cluster.n) +
+                           "col_sharded = jax.make_array_from_callback((6, 4 * jax.device_count()), "
+                           "NamedSharding(mesh, P(None, 'x')), lambda idx: np.arange(24 * jax.device_count(),"
+                           " dtype=np.int32).reshape(6, -1)[idx])\n"
+                           "mine_only = np.full(3, jax.process_index())")
+    assert res.ok, res.text()
+    A = np.arange(4 * cluster.n * 2 * cluster.n, dtype=np.float32).reshape(4 * cluster.n, 2 * cluster.n)
+    np.testing.assert_array_equal(cluster.pull("y"), A.T)  # rows spread over the ranks
+    expected = np.arange(24 * cluster.n, dtype=np.int32).reshape(6, -1)
+    np.testing.assert_array_equal(cluster.pull("col_sharded"), expected)  # columns spread
+    np.testing.assert_array_equal(cluster.pull("mine_only"), np.repeat(np.arange(cluster.n), 3).reshape(-1, 3))
+    with pytest.raises(PullError, match=r"over the limit of 10 .*--max-mib"):
+        cluster.pull("y", max_bytes=10)
+    with pytest.raises(PullError, match="no variable 'nothing_here' on this rank"):
+        cluster.pull("nothing_here")

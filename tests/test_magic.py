@@ -4,6 +4,7 @@ import contextlib
 import io
 import re
 
+import numpy as np
 import pytest
 from IPython.core.error import UsageError
 from support.shell import ipython_shell
@@ -337,3 +338,14 @@ def test_a_collective_in_a_cell_restricted_with_ranks_fails_at_once(ip):
     assert "mpinb.send: rank 1: it waits for rank 0, which does not run this cell" in res.records[1].error.evalue
     assert cell(ip, "--ranks 0", "mpi.send(jnp.ones(2), MPI.PROC_NULL)\n7").ok  # nobody to wait for
     assert cell(ip, "", "int(mpi.allreduce(jnp.int32(1), MPI.SUM))").records[1].result["repr"] == "2"
+
+
+def test_pull_stacks_per_rank_arrays_in_rank_order(ip, capsys):
+    cell(ip, "", "pulled_here = np.arange(3) + 10 * rank")
+    ip.run_line_magic("mpijax", "pull pulled_here --as both")
+    assert "both = int64[2, 3] from 2 ranks" in capsys.readouterr().out
+    np.testing.assert_array_equal(ip.user_ns["both"], [[0, 1, 2], [10, 11, 12]])
+    with pytest.raises(UsageError, match="no variable 'not_defined_anywhere'"):
+        ip.run_line_magic("mpijax", "pull not_defined_anywhere")
+    with pytest.raises(UsageError, match="over the limit"):
+        ip.run_line_magic("mpijax", "pull pulled_here --max-mib 0.000001")

@@ -364,6 +364,14 @@ class MPICluster(ClusterHealth):
             self.setup_cells.append(code)
         return result
 
+    def pull(self, name: str, max_bytes: int | None = None):
+        """Every rank's ``name`` as one NumPy array in the notebook: a jax.Array sharded across
+        processes assembled into the global array, per-rank arrays stacked in rank order
+        (mpinb.client.pull); at most ``max_bytes`` (default 256 MiB), else PullError."""
+        from .pull import DEFAULT_MAX_BYTES, pull
+
+        return pull(self, name, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes)
+
     def __enter__(self):
         return self.start()
 
