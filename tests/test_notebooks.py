@@ -74,7 +74,7 @@ def assert_each_message_once(nb) -> int:
     return views
 
 
-@pytest.mark.parametrize("name", ["01_quickstart", "02_debugging_transpose", "03_pencil_fft"])
+@pytest.mark.parametrize("name", ["01_quickstart", "02_debugging_transpose", "03_pencil_fft", "04_jax_native"])
 def test_paired_sources_are_in_sync(name):
     a = jupytext.read(NOTEBOOKS / f"{name}.py")
     b = jupytext.read(NOTEBOOKS / f"{name}.ipynb")
@@ -161,3 +161,22 @@ def test_tracebacks_name_cells_by_their_prompts_through_reruns_and_restarts():
         assert text.strip().splitlines()[-1] == ("CellFailed: ranks 0-1 failed (see the view above; the whole "
                                                  "result is in _mpijax)"), text
     assert "the engines' variables are gone, 1 --setup cell replayed" in seen[4][1], seen[4]
+
+
+def test_jax_native():
+    nb = execute("04_jax_native.ipynb")
+    assert assert_each_message_once(nb) >= 4
+    cells = code_cells(nb)
+    assert "process 1 of 2, devices 2" in texts(cells[1])
+    assert "mpinb_ok: True" in texts(cells[2]) and "jit == eager" in texts(cells[2])
+    native = texts(cells[3])
+    assert "jax_ok: True" in native
+    assert "info [relayout] ranks 0-1: XLA copies 384 B around a collective at Cell In[4]:4" in native
+    side_by_side = texts(cells[4])
+    assert "mpinb alltoall : equals numpy True" in side_by_side
+    assert "jax all_to_all : equals numpy True" in side_by_side
+    assert "pulled (12, 16) equals A.T: True" in texts(cells[5])
+    stalled = texts(cells[6])
+    assert "rank 0 is blocked inside a jitted collective and cannot be interrupted" in stalled
+    assert ("still running, waits in jit(<lambda>) (all-to-all over 2 devices) at Cell In[7], line 3; "
+            "rank 1 finished the cell without calling it") in stalled, stalled

@@ -234,7 +234,7 @@ class CellRun:
                 rec = self.record(r)
                 records[r] = rec
                 states[r] = "finished" if rec.ok else "failed"
-        notes = self._job_notes([r for r, s in states.items() if s == "running"], inflight)
+        notes = self._job_notes([r for r, s in states.items() if s == "running"], inflight, where)
         per_rank_hlo = {r: rec.hlo for r, rec in records.items() if rec}
         finished = [r for r, state in states.items() if state == "finished"]
         warnings = hlo_mod.analyze(per_rank_hlo, finished) if any(per_rank_hlo.values()) else []
@@ -244,7 +244,8 @@ class CellRun:
                           self.timed_out, self.options.compare, notes, inflight, self.dead, faults, self.interrupted,
                           where)
 
-    def _job_notes(self, running: list[int], inflight: dict[int, dict | None]) -> list[str]:
+    def _job_notes(self, running: list[int], inflight: dict[int, dict | None],
+                   where: dict[int, dict | None]) -> list[str]:
         """What to do next when the MPI job ended (marking the cluster lost) or ranks still run."""
         if self.dead:
             cause = self._cause_of_death()
@@ -253,12 +254,14 @@ class CellRun:
         if not running:
             return []
         blocked = [r for r in running if inflight.get(r)]
-        if blocked:
+        in_jax = [r for r in running if not inflight.get(r) and (where.get(r) or {}).get("collectives")]
+        if blocked or in_jax:
             replayed = len(self.cluster.setup_cells)
             after = (f" (your {replayed} --setup cell{'s are' if replayed > 1 else ' is'} replayed; the "
                      "engines' other variables are lost)" if replayed else " (the engines' variables are lost)")
-            return [f"{label(blocked)} {'are' if len(blocked) > 1 else 'is'} blocked inside MPI and "
-                    f"cannot be interrupted: run %mpijax restart{after}"]
+            inside = [(blocked, "MPI"), (in_jax, "a jitted collective")]
+            return [f"{label(ranks)} {'are' if len(ranks) > 1 else 'is'} blocked inside {what} and "
+                    f"cannot be interrupted: run %mpijax restart{after}" for ranks, what in inside if ranks]
         return ["the ranks still running can be interrupted (stop button) or restarted"]
 
     def _cause_of_death(self) -> str:

@@ -14,6 +14,7 @@ import builtins
 import inspect
 import linecache
 import os
+import re
 import sys
 import sysconfig
 import threading
@@ -30,7 +31,13 @@ MODULE_COLLECTIVES: dict[str, list[str]] = {}
 def remember_modules(modules: list[tuple[str, str]]) -> None:
     """Keep the collectives of compiled modules (name, optimized HLO text), for later stalls."""
     for name, text in modules:
-        MODULE_COLLECTIVES[hlo.base_name(name)] = module_collectives(text)
+        MODULE_COLLECTIVES[module_key(hlo.base_name(name))] = module_collectives(text)
+
+
+def module_key(name: str) -> str:
+    """A module name as XLA spells it in file names, and as the function's name gives it
+    ('jit_<lambda>' and 'jit__lambda' alike): letters and digits, runs of others as one '_'."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")
 
 
 def module_collectives(text: str) -> list[str]:
@@ -131,15 +138,15 @@ def _resolve(node, scopes):
 def collectives_of(name: str) -> list[str]:
     """The collectives of module ``jit_<name>``: compiled in an earlier cell, or in this one
     (its dump file, read without deleting it: the cell's end reads and deletes it)."""
-    module = f"jit_{name}"
-    if module in MODULE_COLLECTIVES:
-        return MODULE_COLLECTIVES[module]
+    key = module_key(f"jit_{name}")
+    if key in MODULE_COLLECTIVES:
+        return MODULE_COLLECTIVES[key]
     dump = STATE.dump
     if not dump or not os.path.isdir(dump):
         return []
-    suffix = f".{module}.cpu_after_optimizations.txt"
+    suffix = ".cpu_after_optimizations.txt"
     for entry in sorted(os.listdir(dump), reverse=True):
-        if entry.endswith(suffix):
+        if entry.endswith(suffix) and module_key(hlo.base_name(entry[: -len(suffix)])) == key:
             try:
                 with open(os.path.join(dump, entry)) as fh:
                     return module_collectives(fh.read())
