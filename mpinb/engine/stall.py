@@ -69,15 +69,17 @@ def where_now() -> dict | None:
 
 
 def where(frame) -> dict | None:
+    """Where the stack whose innermost frame is ``frame`` is: the running cell's line (its
+    outermost cell frame: a function of an earlier cell may run inside it), the innermost frame
+    of the user's code, a jitted call on that frame's line."""
     cell = user = None
     innermost = frame
     while frame is not None:
         filename = frame.f_code.co_filename
         if user is None and is_user_frame(filename):
             user = frame
-        if cell is None and is_cell_file(filename):
+        if is_cell_file(filename):
             cell = frame
-            break
         frame = frame.f_back
     if cell is None:
         return None
