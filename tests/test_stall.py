@@ -7,7 +7,7 @@ import sys
 import jax
 import jax.numpy as jnp
 
-from mpinb.engine import stall
+from mpinb.engine import hlo_capture, stall
 from mpinb.engine.state import STATE
 from mpinb.wire.cells import cell_filename
 
@@ -33,7 +33,7 @@ def test_a_jitted_call_on_the_line_is_named_with_the_collectives_of_its_module()
     def stepper(v):
         return v + 1
 
-    stall.MODULE_COLLECTIVES[stall.module_key("jit_stepper")] = ["all-reduce over 2 devices"]
+    hlo_capture.MODULE_COLLECTIVES[hlo_capture.module_key("jit_stepper")] = ["all-reduce over 2 devices"]
     ns = {"sys": sys, "step": jax.jit(stepper), "jnp": jnp}
     run_as_cell(903, "In[9]", "here = sys._getframe(); r = step(jnp.ones(2))\n", ns)
     where = stall.where(ns["here"])
@@ -41,7 +41,8 @@ def test_a_jitted_call_on_the_line_is_named_with_the_collectives_of_its_module()
 
 
 def test_module_names_match_as_xla_spells_them():
-    assert stall.module_key("jit_<lambda>") == stall.module_key("jit__lambda") == "jit_lambda"
+    key = hlo_capture.module_key
+    assert key("jit_<lambda>") == key("module_0004.jit__lambda") == key("jit__lambda") == "jit_lambda"
 
 
 def test_no_cell_on_the_stack_is_nowhere():

@@ -175,10 +175,11 @@ def describe_collective(inst: Instruction) -> str:
     return name.replace("mpinb_", "mpinb ", 1)
 
 
-def xla_collectives(module: Module) -> list[str]:
-    """XLA's collectives of a module in scheduled order, in words: 'all-reduce over 2 devices'."""
+def collectives_in_words(module: Module) -> list[str]:
+    """A module's collectives in scheduled order, in words: 'all-reduce over 2 devices' (XLA's),
+    'mpinb alltoall' (mpinb's)."""
     return [describe_collective(module.instructions[n]) for n in module.order
-            if module.instructions[n].opcode in XLA_COLLECTIVES]
+            if is_collective(module.instructions[n])]
 
 
 def custom_calls(module: Module) -> list[Instruction]:

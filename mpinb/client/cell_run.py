@@ -14,6 +14,7 @@ from ..analysis import hlo as hlo_mod
 from ..analysis.grouping import label
 from ..options import CellOptions, parse_ranks
 from ..wire.records import ErrorInfo, RankRecord
+from ..wire.status import in_jitted_collective
 from .result import CellResult
 
 #: seconds the other ranks get to finish once one failed or died
@@ -254,7 +255,7 @@ class CellRun:
         if not running:
             return []
         blocked = [r for r in running if inflight.get(r)]
-        in_jax = [r for r in running if not inflight.get(r) and (where.get(r) or {}).get("collectives")]
+        in_jax = [r for r in running if not inflight.get(r) and in_jitted_collective(where.get(r))]
         if blocked or in_jax:
             replayed = len(self.cluster.setup_cells)
             after = (f" (your {replayed} --setup cell{'s are' if replayed > 1 else ' is'} replayed; the "

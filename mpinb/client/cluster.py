@@ -33,7 +33,7 @@ from ..analysis.grouping import label
 from ..errors import ClusterBusy, ClusterError, ClusterLost, ClusterNotRunning, EngineSetupError, LauncherError
 from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
 from ..options import CellOptions
-from .health import ClusterHealth
+from .health import ClusterHealth, first_remote_error
 from .progress import StartProgress
 
 DEFAULT_START_TIMEOUT = 120.0
@@ -227,9 +227,8 @@ class MPICluster(ClusterHealth):
                                         self.jax_distributed, self.local_devices)
         except CompositeError as exc:
             self._teardown()
-            ename, evalue, _, info = exc.elist[0]
-            raise EngineSetupError(f"the engines' setup failed on rank {info.get('engine_id')}: "
-                                   f"{ename}: {evalue}") from None
+            rank, ename, evalue = first_remote_error(exc)
+            raise EngineSetupError(f"the engines' setup failed on rank {rank}: {ename}: {evalue}") from None
 
     def _wait_for_engines(self, t0: float, progress: StartProgress) -> None:
         """Wait until all n engines registered (TimeoutError after start_timeout), counting them

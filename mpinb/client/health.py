@@ -16,6 +16,13 @@ import time
 from ..wire.status import inflight_of, parse_exit_lines, where_of
 
 
+def first_remote_error(exc) -> tuple[int | None, str, str]:
+    """(rank, exception name, message) of the first engine's error in ipyparallel's
+    CompositeError (engine ids are the MPI ranks)."""
+    ename, evalue, _, info = exc.elist[0]
+    return info.get("engine_id"), ename, evalue
+
+
 class ClusterHealth:
     """Dead ranks, exit records, fault reports, in-flight calls, signals (see the module)."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import PullError
+from .health import first_remote_error
 
 #: the default limit on what a pull may bring into the notebook
 DEFAULT_MAX_BYTES = 256 << 20
@@ -23,9 +24,9 @@ def pull(cluster, name: str, max_bytes: int = DEFAULT_MAX_BYTES) -> np.ndarray:
     try:
         parts = cluster.view.apply_sync(local_parts, name, max_bytes)
     except CompositeError as exc:
-        ename, evalue, _, info = exc.elist[0]
-        raise PullError(f"rank {info.get('engine_id')}: {evalue}" if ename == "PullError"
-                        else f"rank {info.get('engine_id')}: {ename}: {evalue}") from None
+        rank, ename, evalue = first_remote_error(exc)
+        what = evalue if ename == "PullError" else f"{ename}: {evalue}"
+        raise PullError(f"rank {rank}: {what}") from None
     return assemble(name, parts, max_bytes)
 
 

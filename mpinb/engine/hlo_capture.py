@@ -10,15 +10,19 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
+import re
 import shutil
 
+from ..analysis import hlo
+from ..analysis.hlo_text import parse_module
 from ..wire import cells
-from . import stall
 from .code import namespace
 from .state import STATE
 
 HLO_SUFFIX = ".cpu_after_optimizations.txt"
 MAX_HLO_CHARS = 2_000_000
+#: collectives of the modules compiled so far, in words, by module_key of their names
+MODULE_COLLECTIVES: dict[str, list[str]] = {}
 
 
 def new_hlo_modules() -> list[tuple[str, str]]:
@@ -39,8 +43,29 @@ def new_hlo_modules() -> list[tuple[str, str]]:
         else:
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
-    stall.remember_modules(out)
+    for name, text in out:
+        MODULE_COLLECTIVES[module_key(name)] = hlo.collectives_in_words(parse_module(text))
     return out
+
+
+def module_key(name: str) -> str:
+    """A module's name without its dump prefix, as XLA spells it in file names and as the
+    function's name gives it ('jit_<lambda>' and 'module_0004.jit__lambda' alike)."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", hlo.base_name(name)).strip("_")
+
+
+def collectives_of(function: str) -> list[str]:
+    """The collectives of jitted ``function``'s module: compiled in an earlier cell, or in the
+    running one (its dump file, read without deleting it: the cell's end reads and deletes it)."""
+    key = module_key(f"jit_{function}")
+    if key in MODULE_COLLECTIVES or not STATE.dump or not os.path.isdir(STATE.dump):
+        return MODULE_COLLECTIVES.get(key, [])
+    for entry in sorted(os.listdir(STATE.dump), reverse=True):
+        if entry.endswith(HLO_SUFFIX) and module_key(entry[: -len(HLO_SUFFIX)]) == key:
+            with contextlib.suppress(OSError), open(os.path.join(STATE.dump, entry)) as fh:
+                return hlo.collectives_in_words(parse_module(fh.read(MAX_HLO_CHARS)))
+            return []
+    return []
 
 
 def forget_hlo_modules() -> None:

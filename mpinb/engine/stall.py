@@ -4,50 +4,29 @@ engine's status thread, for any blocking call: a JAX collective, an mpi4py call,
 :func:`where_now` says: the line of the running cell (``In[7]``, line 5), the innermost frame of
 the user's own code (function and line: a cell, or a file outside Python, JAX, mpinb and the
 site-packages), and, when that line calls a jitted function, its name and the collectives its
-compiled module holds (XLA's own, or mpinb's), read from the HLO this rank compiled.
+compiled module holds (XLA's own, or mpinb's), as mpinb.engine.hlo_capture read them.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import inspect
 import linecache
 import os
-import re
 import sys
 import sysconfig
 import threading
 
-from ..analysis import hlo
-from ..analysis.hlo_text import parse_module
 from ..wire.cells import is_cell_file
+from .hlo_capture import collectives_of
 from .state import STATE
 
-#: collectives of the modules compiled so far, by module name without its dump prefix ('jit_f')
-MODULE_COLLECTIVES: dict[str, list[str]] = {}
 
-
-def remember_modules(modules: list[tuple[str, str]]) -> None:
-    """Keep the collectives of compiled modules (name, optimized HLO text), for later stalls."""
-    for name, text in modules:
-        MODULE_COLLECTIVES[module_key(hlo.base_name(name))] = module_collectives(text)
-
-
-def module_key(name: str) -> str:
-    """A module name as XLA spells it in file names, and as the function's name gives it
-    ('jit_<lambda>' and 'jit__lambda' alike): letters and digits, runs of others as one '_'."""
-    return re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")
-
-
-def module_collectives(text: str) -> list[str]:
-    """A module's collectives in words: XLA's ('all-reduce over 2 devices') and mpinb's."""
-    module = parse_module(text)
-    return [hlo.describe_collective(module.instructions[n]) for n in module.order
-            if hlo.is_collective(module.instructions[n])]
-
-
+@functools.cache
 def _library_dirs() -> tuple[str, ...]:
+    """Python's, the site-packages' and mpinb's directories (computed once: read every 0.2 s)."""
     paths = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
     packages = [os.path.dirname(getattr(sys.modules.get(name), "__file__", "") or "") for name in ("mpinb",)]
     return tuple(p + os.sep for p in (*paths, *packages) if p)
@@ -135,23 +114,3 @@ def _resolve(node, scopes):
         if base is not None:
             return inspect.getattr_static(base, node.attr, None)
     return None
-
-
-def collectives_of(name: str) -> list[str]:
-    """The collectives of module ``jit_<name>``: compiled in an earlier cell, or in this one
-    (its dump file, read without deleting it: the cell's end reads and deletes it)."""
-    key = module_key(f"jit_{name}")
-    if key in MODULE_COLLECTIVES:
-        return MODULE_COLLECTIVES[key]
-    dump = STATE.dump
-    if not dump or not os.path.isdir(dump):
-        return []
-    suffix = ".cpu_after_optimizations.txt"
-    for entry in sorted(os.listdir(dump), reverse=True):
-        if entry.endswith(suffix) and module_key(hlo.base_name(entry[: -len(suffix)])) == key:
-            try:
-                with open(os.path.join(dump, entry)) as fh:
-                    return module_collectives(fh.read())
-            except OSError:
-                return []
-    return []

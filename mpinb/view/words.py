@@ -8,6 +8,7 @@ from ..analysis import hlo
 from ..analysis.compare import summary as comparison_words
 from ..analysis.grouping import label
 from ..analysis.hlo_text import human_bytes
+from ..wire.status import in_jitted_collective
 
 
 def describe_inflight(info: dict | None, where: dict | None = None) -> str:
@@ -40,8 +41,7 @@ def describe_where(where: dict) -> str:
 def skipped_by(result, rank: int) -> str:
     """'; rank 1 finished the cell without calling it' when ``rank`` waits in a collective (an
     mpinb one, or a jitted call holding collectives) that the finished ranks never joined."""
-    where = result.where.get(rank) or {}
-    waits = result.inflight.get(rank) or (where.get("call") and where.get("collectives"))
+    waits = result.inflight.get(rank) or in_jitted_collective(result.where.get(rank))
     finished = sorted(r for r, s in result.states.items() if s == "finished")
     if not waits or not finished:
         return ""

@@ -61,6 +61,11 @@ def where_of(data: dict | None) -> dict | None:
     return dict(status["where"]) if status and status.get("where") else None
 
 
+def in_jitted_collective(where: dict | None) -> bool:
+    """Whether the rank waits in a jitted call whose compiled module holds collectives."""
+    return bool(where and where.get("call") and where.get("collectives"))
+
+
 def describe_exit(returncode: int) -> str:
     if returncode < 0:
         try:
