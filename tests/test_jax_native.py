@@ -48,6 +48,68 @@ def test_a_shard_map_transpose_over_the_processes_equals_numpy(cluster):
         assert tuple(rec.show["whole"]["shape"]) == (2 * cluster.n, 4 * cluster.n)
 
 
+MPINB_IN_SHARD_MAP = """
+import jax, jax.numpy as jnp, numpy as np
+from mpi4py import MPI
+from jax.sharding import NamedSharding, PartitionSpec as P
+import mpinb.mpi as mpi
+n, rank = jax.process_count(), jax.process_index()
+mesh = jax.make_mesh((n,), ("x",))
+A = np.arange(4 * n * 2 * n, dtype=np.float32).reshape(4 * n, 2 * n)
+x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), A.reshape(n, -1, 2 * n)[rank])
+def by_mpinb(b):   # lax.all_to_all(b, "x", 1, 0, tiled=True) with mpinb's alltoall
+    r, c = b.shape
+    return mpi.alltoall(b.reshape(r, n, c // n).transpose(1, 0, 2)).reshape(n * r, c // n)
+def by_lax(b):
+    return jax.lax.all_to_all(b, "x", 1, 0, tiled=True)
+def mixed_mpinb(b):   # a ring shift, then alltoall and allreduce, beside one of JAX's psums
+    b = mpi.sendrecv(b, b, source=(rank - 1) % n, dest=(rank + 1) % n)
+    return mpi.allreduce(by_mpinb(b), op=MPI.SUM) + jax.lax.psum(b.sum(), "x")
+def mixed_lax(b):
+    b = jax.lax.ppermute(b, "x", [(i, (i + 1) % n) for i in range(n)])
+    return jax.lax.psum(by_lax(b), "x") + jax.lax.psum(b.sum(), "x")
+sm = lambda f, out=P("x"): jax.jit(jax.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=out))
+def whole(f):
+    return np.asarray(jax.experimental.multihost_utils.process_allgather(sm(f)(x), tiled=True))
+def weighted(out):
+    return (out ** 2 * jnp.arange(out.size).reshape(out.shape)).sum()
+loss = lambda f: jax.jit(jax.grad(lambda v: weighted(sm(f)(v))))
+import jax.experimental.multihost_utils
+checks = {"transpose": bool(np.array_equal(whole(by_mpinb), whole(by_lax))),
+          "transpose is A.T": bool(np.array_equal(whole(lambda b: by_mpinb(b).T), A.T)),
+          "mixed": bool(np.array_equal(whole(mixed_mpinb), whole(mixed_lax))),
+          "grad": bool(np.allclose(*(np.asarray(loss(f)(x).addressable_shards[0].data) for f in (by_mpinb, by_lax))))}
+try:
+    sm(by_mpinb, out=P())(x)
+    checks["per-process result taken as replicated"] = True
+except ValueError:
+    pass
+"""
+
+
+ALLREDUCE_IN_SHARD_MAP = """
+import jax, numpy as np
+from mpi4py import MPI
+from jax.sharding import NamedSharding, PartitionSpec as P
+import mpinb.mpi as mpi
+mesh = jax.make_mesh((jax.device_count(),), ("x",))
+total = jax.jit(jax.shard_map(lambda b: mpi.allreduce(b, op=MPI.SUM), mesh=mesh, in_specs=P("x"), out_specs=P("x")))
+ones = np.ones(jax.local_device_count(), np.float32)
+total(jax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), ones))
+"""
+
+
+def test_mpinb_collectives_inside_shard_map_equal_jax_s(cluster):
+    """mpinb's alltoall, allreduce and sendrecv in a shard_map body (one device per process) give
+    what lax.all_to_all, psum and ppermute give, with JAX's collectives beside them and under
+    grad; their results vary per process, so out_specs=P() is refused as for JAX's."""
+    res = cluster.run_cell(MPINB_IN_SHARD_MAP, show=["checks"])
+    assert res.ok, res.text()
+    for rec in res.records.values():
+        assert rec.show["checks"]["repr"] == repr({"transpose": True, "transpose is A.T": True, "mixed": True,
+                                                   "grad": True}), res.text()
+
+
 def test_the_mode_survives_a_restart(cluster):
     cluster.restart()
     res = cluster.run_cell("import jax\ncount = jax.process_count()", show=["count"])
@@ -62,6 +124,10 @@ def test_local_devices_per_process():
             assert rec.show["where"]["repr"] == repr((2, rank, 6, 3))
             assert rec.show["same"]["value"] is True, res.text()
         assert c.status()["jax"] == "jax.distributed: 2 processes, 3 CPU devices each"
+        refused = c.run_cell(ALLREDUCE_IN_SHARD_MAP)
+        assert set(refused.states.values()) == {"failed"}, refused.text()
+        assert "NotImplementedError: mpinb: a collective inside shard_map over a mesh with 3 devices of this " \
+               "process" in refused.text()
 
 
 def test_bad_local_devices_are_refused_before_anything_starts():

@@ -22,6 +22,9 @@ releases, so it is named once, with what it is for:
   jaxprs (``Jaxpr.replace``, ``core.gensym``, ``core.new_jaxpr_eqn``), and lowering a closed
   jaxpr inline in the current block (JAX's own rule for ``custom_jvp_call``, which does exactly
   that).
+- For ``shard_map`` (ordering.py): its primitive (``jax._src.shard_map`` or
+  ``jax.experimental.shard_map``), its parameters (specs or names per operand, the mesh), and
+  the varying axes of abstract values (``manual_axis_type``/``vma``).
 - For ``recv`` under ``vmap``: the current trace (``core.trace_ctx``) and ``BatchTrace``/
   ``BatchTracer`` (``parent_trace``, ``axis_data.size``).
 
@@ -35,6 +38,8 @@ raise that lower bound.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import inspect
 
 from jax._src import ad_checkpoint as _ad_checkpoint
@@ -52,6 +57,11 @@ from jax.extend.core import ClosedJaxpr, Jaxpr, Primitive
 from jax.extend.core import primitives as _prims
 from jax.interpreters import ad, batching, mlir
 from jax.interpreters import partial_eval as _pe
+
+_SHARD_MAP_MODULES = []
+for _name in ("jax._src.shard_map", "jax.experimental.shard_map"):
+    with contextlib.suppress(ImportError):
+        _SHARD_MAP_MODULES.append(importlib.import_module(_name))
 
 try:  # JAX >= 0.5.0
     from jax import ffi
@@ -87,6 +97,9 @@ __all__ = [
     "optimization_barrier",
     "register_dce_rule",
     "register_lowering",
+    "shard_map_local_devices",
+    "shard_map_with_replicated",
+    "varying_like_inputs",
 ]
 
 
@@ -156,6 +169,9 @@ _OTHER_PRIMITIVES = {
     # custom_vjp functions were staged as custom_vjp_call_jaxpr (computation in ``fun_jaxpr``,
     # lowered inline by lower_fun) up to JAX 0.6.0; custom_vjp_call from 0.6.1.
     "custom_vjp_call_p": [getattr(_custom_derivatives, "custom_vjp_call_jaxpr_p", None)],
+    # shard_map_p is not in jax.extend.core.primitives: jax._src.shard_map from JAX 0.6.1 (with
+    # ``in_specs``/``out_specs``), jax.experimental.shard_map before (``in_names``/``out_names``).
+    "shard_map_p": [getattr(_shard_map, "shard_map_p", None) for _shard_map in _SHARD_MAP_MODULES],
 }
 
 
@@ -229,3 +245,54 @@ def batched_like_vmap(x, broadcast):
     with _core.set_current_trace(trace.parent_trace):
         value = broadcast(x, trace.axis_data.size)
     return BatchTracer(trace, value, 0)
+
+
+def shard_map_with_replicated(params: dict, *, inputs_at: int, outputs_at: int) -> dict:
+    """``shard_map``'s parameters with one more replicated operand (at ``inputs_at``) and one more
+    replicated result (at ``outputs_at``): a ``PartitionSpec()`` in ``in_specs``/``out_specs``
+    (JAX >= 0.6.1), an empty dict of names in ``in_names``/``out_names`` before."""
+    from jax.sharding import PartitionSpec
+
+    params = dict(params)
+    for key, at, empty in (("in_specs", inputs_at, PartitionSpec()), ("out_specs", outputs_at, PartitionSpec()),
+                           ("in_names", inputs_at, {}), ("out_names", outputs_at, {})):
+        if key in params:
+            specs = list(params[key])
+            specs.insert(at, empty)
+            params[key] = tuple(specs)
+    return params
+
+
+def shard_map_local_devices(mesh) -> int | None:
+    """How many of ``mesh``'s devices belong to this process; None for a mesh without devices."""
+    import jax
+
+    devices = getattr(mesh, "devices", None)
+    if devices is None or not hasattr(devices, "flat"):
+        return None
+    return sum(1 for d in devices.flat if d.process_index == jax.process_index())
+
+
+def varying_like_inputs(abstract_eval):
+    """``abstract_eval`` whose results vary over the same ``shard_map`` axes as its first operand
+    (JAX's check of ``out_specs`` then refuses to treat a per-process result as replicated).
+    Outside ``shard_map`` nothing changes. JAX keeps those axes in ``manual_axis_type`` (0.10,
+    with the manual mesh in ``sharding``), in ``vma`` (0.6.1..0.9), or not at all (older)."""
+    def rule(*avals, **params):
+        out = abstract_eval(*avals, **params)
+        first = avals[0] if avals else None
+        outs = [_varying_like(o, first) for o in (out if isinstance(out, list) else [out])]
+        return outs if isinstance(out, list) else outs[0]
+    return rule
+
+
+def _varying_like(out, first):
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    mat = getattr(first, "manual_axis_type", None)
+    if mat is not None and not mat.empty:  # JAX 0.10
+        return out.update(sharding=NamedSharding(first.sharding.mesh, PartitionSpec()), manual_axis_type=mat)
+    vma = getattr(first, "vma", None)
+    if vma:  # JAX 0.6.1..0.9
+        return out.update(vma=vma)
+    return out

@@ -14,7 +14,10 @@ chain is threaded through every nested computation that holds a collective:
   block, where the chain simply continues;
 - ``while`` and ``cond`` get the chain as one more loop carry or branch operand and result:
   their bodies, conditions and branches start from the value passed in (``order_enter``) and
-  hand back the last one (``order_exit``).
+  hand back the last one (``order_exit``);
+- ``shard_map`` gets it as one more replicated operand and result, the same way. Its body runs
+  once per device of the mesh, so a collective there is refused when the mesh has more than one
+  device of this process (MPI talks between processes: each would call it several times).
 
 Computations without an mpinb collective are lowered exactly as JAX lowers them. A collective
 in a block whose chain mpinb does not know (a construct not listed above, lowered as a function
@@ -46,6 +49,8 @@ from .jax_compat import (
     optimization_barrier,
     register_dce_rule,
     register_lowering,
+    shard_map_local_devices,
+    shard_map_with_replicated,
 )
 
 ORDER_DTYPE = np.dtype(np.int8)
@@ -153,7 +158,11 @@ def _kept(rule):
 
 def _threaded(closed: ClosedJaxpr, at: int, out: bool) -> ClosedJaxpr:
     """``closed`` with the chain as input ``at`` (and, if ``out``, as output 0)."""
-    jaxpr = closed.jaxpr
+    return ClosedJaxpr(_threaded_open(closed.jaxpr, at, out), closed.consts)
+
+
+def _threaded_open(jaxpr: Jaxpr, at: int, out: bool) -> Jaxpr:
+    """``jaxpr`` with the chain as input ``at`` (and, if ``out``, as output 0)."""
     o_in = new_var(ORDER_AVAL)
     eqns = [new_eqn([o_in], [], order_enter_p), *jaxpr.eqns]
     outvars = list(jaxpr.outvars)
@@ -163,7 +172,7 @@ def _threaded(closed: ClosedJaxpr, at: int, out: bool) -> ClosedJaxpr:
         outvars.insert(0, o_out)
     invars = list(jaxpr.invars)
     invars.insert(at, o_in)
-    return ClosedJaxpr(jaxpr.replace(invars=invars, outvars=outvars, eqns=eqns), closed.consts)
+    return jaxpr.replace(invars=invars, outvars=outvars, eqns=eqns)
 
 
 def _call(rule, ctx, args, avals_in, avals_out, **params):
@@ -229,6 +238,33 @@ def _cond(rule, jaxpr_param: str):
     return lowering
 
 
+def _shard_map(rule, jaxpr_param: str):
+    """``shard_map``: the chain enters its body as one more operand and leaves as one more
+    result, both replicated (every device holds the same byte). Its body runs once per device,
+    so it may hold an mpinb collective only where each process has one device of the mesh."""
+    def lowering(ctx, *args, **params):
+        jaxpr = params[jaxpr_param]
+        if not holds_collective(jaxpr):
+            return rule(ctx, *args, **params)
+        _refuse_several_local_devices(params["mesh"])
+        params = shard_map_with_replicated(params, inputs_at=0, outputs_at=0)
+        params[jaxpr_param] = _threaded_open(jaxpr, 0, out=True)
+        outs = _call(rule, ctx, [take_order(ctx, "shard_map"), *args], [ORDER_AVAL, *ctx.avals_in],
+                     [ORDER_AVAL, *ctx.avals_out], **params)
+        leave_order(ctx, outs[0])
+        return outs[1:]
+    return lowering
+
+
+def _refuse_several_local_devices(mesh) -> None:
+    local = shard_map_local_devices(mesh)
+    if local is not None and local != 1:
+        raise NotImplementedError(
+            f"mpinb: a collective inside shard_map over a mesh with {local} devices of this process; "
+            "mpinb's collectives talk between MPI processes, so the body may run only once per "
+            "process: use a mesh of one device per process (or JAX's lax collectives)")
+
+
 # construct (its primitive in jax.extend.core.primitives of JAX 0.10; jax_compat.nested_primitives
 # finds it in older JAX) -> (how its rule is wrapped, the parameter holding its computation)
 THREADING = {
@@ -241,6 +277,7 @@ THREADING = {
     "scan_p": (_uncached, "jaxpr"),
     "while_p": (_while, "body_jaxpr"),
     "cond_p": (_cond, "branches"),
+    "shard_map_p": (_shard_map, "jaxpr"),
 }
 
 

@@ -42,6 +42,7 @@ from .jax_compat import (
     mlir,
     register_dce_rule,
     register_lowering,
+    varying_like_inputs,
 )
 from .ordering import ORDER_AVAL, ORDER_DTYPE, ORDERED, leave_order, take_order
 
@@ -106,7 +107,7 @@ def make_primitive(
     prim = Primitive(f"mpinb_{name}")
     prim.multiple_results = multiple_results
     prim.def_impl(partial(apply_primitive, prim))
-    prim.def_abstract_eval(abstract_eval)
+    prim.def_abstract_eval(varying_like_inputs(abstract_eval))
     register_dce_rule(prim, _keep_alive_dce)
     target = f"mpinb_{name}"
 

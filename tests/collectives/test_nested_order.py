@@ -47,6 +47,19 @@ def _custom_vjp(f):
     return g
 
 
+def _shard_map(f):
+    """``shard_map`` over a mesh of this process's first device: the body runs once per process,
+    as on a ``--jax-distributed`` cluster with one device per process."""
+    from jax.sharding import Mesh, PartitionSpec
+
+    shard_map, unchecked = getattr(jax, "shard_map", None), {}
+    if shard_map is None:  # before JAX 0.7, which wants a replication rule for every primitive
+        from jax.experimental.shard_map import shard_map
+        unchecked = {"check_rep": False}
+    return shard_map(f, mesh=Mesh(jax.devices()[:1], ("x",)), in_specs=PartitionSpec(),
+                     out_specs=PartitionSpec(), **unchecked)
+
+
 WRAPPERS = {
     "jit": jax.jit,
     "checkpoint": jax.checkpoint,
@@ -58,7 +71,9 @@ WRAPPERS = {
     "custom_jvp": _custom_jvp,
     "custom_vjp": _custom_vjp,
     "vmap": lambda f: lambda x: jax.vmap(f)(jnp.stack([x, x + 0.0]))[1],
+    "shard_map": _shard_map,
     "jit(cond(fori_loop))": lambda f: jax.jit(WRAPPERS["cond"](WRAPPERS["fori_loop"](f))),
+    "shard_map(cond)": lambda f: _shard_map(WRAPPERS["cond"](f)),
 }
 
 
@@ -168,18 +183,9 @@ def test_jaxpr_still_has_no_effects(world):
     assert not jax.make_jaxpr(nested)(jnp.zeros((3, 2))).effects
 
 
-def test_a_construct_mpinb_cannot_order_is_refused_by_name(world):
-    """shard_map lowers its body as a function of its own, whose chain mpinb does not thread:
-    a collective there is refused when compiled, naming the construct, rather than risk a swap."""
-    from jax.sharding import Mesh, PartitionSpec
-
-    shard_map, unchecked = getattr(jax, "shard_map", None), {}
-    if shard_map is None:  # before JAX 0.7, which wants a replication rule for every primitive
-        from jax.experimental.shard_map import shard_map
-        unchecked = {"check_rep": False}
-    mesh = Mesh(jax.devices()[:1], ("x",))
-    f = jax.jit(shard_map(lambda a: mpi.allreduce(a, op=MPI.SUM), mesh=mesh,
-                          in_specs=PartitionSpec("x"), out_specs=PartitionSpec("x"), **unchecked))
-    refused = r"mpinb: allreduce inside a nested computation \((shard_map|shmap_body)\)"  # (JAX 0.4)
-    with pytest.raises(NotImplementedError, match=refused):
-        f(jnp.arange(4.0))
+def test_pmap_over_one_device_runs_the_collective_once_per_process(world):
+    """``pmap`` (its own construct in older JAX, a ``shard_map`` in JAX 0.10) over this
+    process's one device: the chain goes through and the collective runs once per process."""
+    rank, size = world
+    f = jax.pmap(lambda a: mpi.allreduce(a, op=MPI.SUM))
+    np.testing.assert_allclose(f(jnp.arange(4.0)[None] + rank), (np.arange(4.0) * size + sum(range(size)))[None])
