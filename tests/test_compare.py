@@ -89,3 +89,21 @@ def test_traces_name_the_stale_global_and_forget_what_was_traced_again():
     exec("f(jnp.ones((2, 3)))", ns)  # noqa: S102 - traced again (a new shape): its globals are current
     traces.note_traces(ns)
     assert traces.stale_globals(ns["f"]) == []
+
+
+def test_a_block_of_a_sharded_array_is_named_by_its_slices():
+    from mpinb.engine.passes import block_label
+
+    assert block_label((slice(0, 4), slice(None)), (8, 3)) == "[0:4, :]"
+    assert block_label((slice(None, None), slice(2, 3)), (8, 3)) == "[:, 2:3]"
+    assert block_label((slice(None), slice(0, 3)), (8, 3)) == "[...]"  # this rank holds all of it
+    assert block_label((), ()) == "[...]"
+
+
+def test_names_computed_from_a_call_are_followed_through_the_cell():
+    from mpinb.engine.passes import computed_from
+
+    code = ("import numpy as np\nwhole = mu.process_allgather(y, tiled=True)\nsame = bool(np.array_equal(whole, A))\n"
+            "other = np.ones(3)\nn: int = len(whole)\nk = 0\nk += n")
+    assert computed_from(code, "mu.process_allgather") == {"whole", "same", "n", "k"}
+    assert computed_from(code, "np.ones") == {"other"}

@@ -110,6 +110,22 @@ def test_mpinb_collectives_inside_shard_map_equal_jax_s(cluster):
                                                    "grad": True}), res.text()
 
 
+def test_compare_on_a_shard_map_cell_compares_each_rank_s_shards(cluster):
+    """--compare: a jax.Array spread over the processes is compared block by block on the rank
+    that holds it; where what multihost_utils gathered differs (under disable_jit it may see
+    only this process's data), the hint says so instead of blaming jit."""
+    n = cluster.n  # (shapes no other test gathers: a gather JAX compiled before runs whole, eager or not)
+    res = cluster.run_cell(TRANSPOSE.format(rows=4 * n, cols=3 * n), compare=True)
+    assert res.ok, res.text()
+    for rank, rec in res.records.items():
+        status = {c.name: c.status for c in rec.comparisons}
+        assert status[f"x[{4 * rank}:{4 * rank + 4}, :]"] == "equal", res.text()
+        assert status[f"y[{3 * rank}:{3 * rank + 3}, :]"] == "equal", res.text()
+        if status.get("same") == "different":  # JAX's eager gather saw only this process's rows
+            assert any(h.startswith("same was computed from multihost_utils.process_allgather, which under "
+                                    "jax.disable_jit") for h in rec.hints), res.text()
+
+
 def test_the_mode_survives_a_restart(cluster):
     cluster.restart()
     res = cluster.run_cell("import jax\ncount = jax.process_count()", show=["count"])

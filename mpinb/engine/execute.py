@@ -94,7 +94,8 @@ def _compare(record: RankRecord, code: str, ns: dict, value, assigned: list[str]
     record.comparisons = passes.compare_passes(assigned, ns, value, eager_ns, eager_value, stdout, eager_stdout)
     differing = {passes.cmp.variable(c.name) for c in record.comparisons if c.status == "different"}
     if differing:
-        record.hints = traces.hints(code, ns, differing, stdout_differs="stdout" in differing)
+        record.hints = (traces.hints(code, ns, differing, stdout_differs="stdout" in differing)
+                        + passes.multi_process_hints(code, ns, differing))
     if images:
         record.diff_images = passes.diff_images(record.comparisons, ns, eager_ns)
 

@@ -6,8 +6,10 @@ values sampled for pictures.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
+import inspect
 import io
 import sys
 
@@ -19,10 +21,86 @@ from .code import error_info, execute_code
 
 
 def flatten(tree):
+    """[(path, leaf)] of a pytree; a jax.Array spread over several processes (which no process
+    can read whole) becomes this rank's shards, each named by the block it holds: ``[0:4, :]``."""
     import jax
 
     leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
-    return [(jax.tree_util.keystr(path), leaf) for path, leaf in leaves]
+    out = []
+    for path, leaf in leaves:
+        key = jax.tree_util.keystr(path)
+        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+            blocks = {block_label(s.index, leaf.shape): s.data for s in leaf.addressable_shards}
+            out.extend((key + label, data) for label, data in sorted(blocks.items()))
+        else:
+            out.append((key, leaf))
+    return out
+
+
+def block_label(index: tuple, shape: tuple) -> str:
+    """``[0:4, :]`` for the block ``index`` (slices) of an array of ``shape``; ``[...]`` for all of it."""
+    parts = []
+    for part, size in zip(index, shape, strict=False):
+        start, stop, _ = part.indices(size) if isinstance(part, slice) else (part, part + 1, 1)
+        parts.append(":" if (start, stop) == (0, size) else f"{start}:{stop}")
+    return "[...]" if all(p == ":" for p in parts) else f"[{', '.join(parts)}]"
+
+
+def multi_process_hints(code: str, ns: dict, differing: set[str]) -> list[str]:
+    """On a multi-process runtime, a hint for the differing variables computed from what one of
+    JAX's multi-process helpers (``jax.experimental.multihost_utils``) returned: under
+    ``jax.disable_jit`` they may see only this process's data, so such values can differ
+    between the passes by nature."""
+    import jax
+
+    if jax.process_count() == 1:
+        return []
+    helpers = {name for name, fn in called_functions(code, ns).items()
+               if getattr(fn, "__module__", "") == "jax.experimental.multihost_utils"}
+    out = []
+    for helper in sorted(helpers):
+        names = sorted(computed_from(code, helper) & differing)
+        if names:
+            out.append(f"{', '.join(names)} {'was' if len(names) == 1 else 'were'} computed from {helper}, which "
+                       "under jax.disable_jit (the eager pass) may see only this process's data: that "
+                       "difference is JAX's eager mode, not jit (the sharded values themselves are "
+                       "compared block by block)")
+    return out
+
+
+def computed_from(code: str, call: str) -> set[str]:
+    """The names the cell assigns from an expression that calls ``call`` (a dotted name as
+    written) or reads a name so assigned before, in statement order."""
+    tainted: set[str] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            inner = list(ast.walk(node.value))
+            calls = any(isinstance(n, ast.Call) and ast.unparse(n.func) == call for n in inner)
+            if calls or any(isinstance(n, ast.Name) and n.id in tainted for n in inner):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                tainted |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return tainted
+
+
+def called_functions(code: str, ns: dict) -> dict[str, object]:
+    """{dotted name as written: object} of what the cell's code calls by a name or an attribute
+    chain of ``ns`` (``f(...)``, ``multihost_utils.process_allgather(...)``)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return {}
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            with contextlib.suppress(Exception):
+                name = ast.unparse(node.func)
+                parts = name.split(".")
+                if parts[0] in ns and all(p.isidentifier() for p in parts):
+                    value = ns[parts[0]]
+                    for attr in parts[1:]:
+                        value = inspect.getattr_static(value, attr)
+                    found[name] = value
+    return found
 
 
 def is_array_tree(value) -> bool:
