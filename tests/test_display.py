@@ -322,3 +322,37 @@ def test_a_small_copy_is_one_line_with_its_detail_one_click_away():
     lines = [ln for ln in view.render_text(res).splitlines() if "[relayout]" in ln]
     assert lines == [f"{small_line} (2 copies)" for small_line in [lines[0].removesuffix(" (2 copies)")]], lines
     assert view.render_text(res, ViewOptions(by_rank=True)).count("XLA copies 128 B") == 1
+
+
+def test_the_picture_of_a_sharded_array_says_which_rank_holds_which_block():
+    from mpinb.view.blocks import picture
+
+    rows_and_cols = {"shape": (8, 6), "dtype": "float32",
+                     "blocks": [(0, ((0, 4), (0, 3))), (1, ((0, 4), (3, 6))), (2, ((4, 8), (0, 3))),
+                                (3, ((4, 8), (3, 6)))]}
+    assert picture("g", rows_and_cols) == [
+        "g: float32[8,6] in 4 blocks over ranks 0-3",
+        "            cols 0:3  cols 3:6",
+        "  rows 0:4  rank 0    rank 1",
+        "  rows 4:8  rank 2    rank 3"]
+    replicated = {"shape": (8,), "dtype": "int32", "blocks": [(0, ((0, 8),)), (1, ((0, 8),))]}
+    assert picture("r", replicated) == ["r: int32[8] in 1 block over ranks 0-1", "    [0:8]", "    ranks 0-1"]
+    cube = {"shape": (4, 2, 2), "dtype": "float64",
+            "blocks": [(1, ((2, 4), (0, 2), (0, 2))), (0, ((0, 2), (0, 2), (0, 2)))]}
+    assert picture("t", cube) == ["t: float64[4,2,2] in 2 blocks over ranks 0-1", "  [0:2, :, :]  rank 0",
+                                  "  [2:4, :, :]  rank 1"]
+    assert picture("plain", {"shape": (3,), "dtype": "float32"}) == []
+
+
+def test_a_sharded_value_is_drawn_once_for_the_ranks_that_share_the_picture():
+    blocks = [(0, ((0, 2),)), (1, ((2, 4),))]
+    show = {r: {"y": {"kind": "array", "shape": (4,), "dtype": "float32", "blocks": blocks, "local": True,
+                      "min": 2.0 * r, "max": 2.0 * r + 1, "mean": 2.0 * r + 0.5, "preview": f"[{2 * r}, {2 * r + 1}]"}}
+            for r in range(2)}
+    recs = {r: RankRecord(rank=r, ok=True, show=show[r]) for r in (0, 1)}
+    res = CellResult("c", [0, 1], recs, dict.fromkeys((0, 1), ""), dict.fromkeys((0, 1), ""),
+                     dict.fromkeys((0, 1), "finished"), 0.1)
+    text = view.render_text(res)
+    assert text.count("y: float32[4] in 2 blocks over ranks 0-1") == 1, text
+    assert "y: float32[4]  this rank's blocks:  min 2 max 3 mean 2.5  [2, 3]" in text, text
+    assert "rows" not in view.render_html(res) and view.render_html(res).count("in 2 blocks over ranks 0-1") == 1

@@ -41,11 +41,18 @@ def test_process_count_is_the_number_of_ranks_without_boilerplate(cluster):
 
 
 def test_a_shard_map_transpose_over_the_processes_equals_numpy(cluster):
-    res = cluster.run_cell(TRANSPOSE.format(rows=4 * cluster.n, cols=2 * cluster.n), show=["same", "whole"])
+    """... and --show y draws which rank holds which block of the global result, once."""
+    n = cluster.n
+    res = cluster.run_cell(TRANSPOSE.format(rows=4 * n, cols=2 * n), show=["same", "whole", "y"])
     assert res.ok, res.text()
-    for rec in res.records.values():
+    for rank, rec in res.records.items():
         assert rec.show["same"]["value"] is True, res.text()
-        assert tuple(rec.show["whole"]["shape"]) == (2 * cluster.n, 4 * cluster.n)
+        assert tuple(rec.show["whole"]["shape"]) == (2 * n, 4 * n)
+        assert rec.show["y"]["local"] and rec.show["y"]["min"] == 2 * rank  # A.T's rows 2r and 2r+1
+    text = res.text()
+    assert text.count(f"y: float32[{2 * n},{4 * n}] in {n} blocks over ranks 0-{n - 1}") == 1, text
+    for rank in range(n):
+        assert f"  rows {2 * rank}:{2 * rank + 2}  rank {rank}" in text, text
 
 
 MPINB_IN_SHARD_MAP = """

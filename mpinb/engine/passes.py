@@ -39,11 +39,7 @@ def flatten(tree):
 
 def block_label(index: tuple, shape: tuple) -> str:
     """``[0:4, :]`` for the block ``index`` (slices) of an array of ``shape``; ``[...]`` for all of it."""
-    parts = []
-    for part, size in zip(index, shape, strict=False):
-        start, stop, _ = part.indices(size) if isinstance(part, slice) else (part, part + 1, 1)
-        parts.append(":" if (start, stop) == (0, size) else f"{start}:{stop}")
-    return "[...]" if all(p == ":" for p in parts) else f"[{', '.join(parts)}]"
+    return values.block_text(values.block_bounds(index, shape), shape)
 
 
 def multi_process_hints(code: str, ns: dict, differing: set[str]) -> list[str]:

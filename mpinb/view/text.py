@@ -15,6 +15,7 @@ from ..analysis.grouping import label, merge_sections
 from ..options import ViewOptions
 from ..wire.values import describe
 from . import images
+from .blocks import picture
 from .words import describe_inflight, finding_text, skipped_by, state_line, summary_line, trim
 
 DEFAULT_VIEW = ViewOptions()
@@ -63,6 +64,8 @@ def rank_sections(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=No
         if rec.result is not None:
             sections.append(("value Out", _value_lines("Out", rec.result)))
         sections += [(f"value {name}", _value_lines(name, summary)) for name, summary in rec.show.items()]
+        sections += [(f"blocks {name}", picture(name, summary)) for name, summary in rec.show.items()
+                     if summary.get("blocks")]
         sections += [("error", [f"error: {rec.error}", _indent(rec.error.traceback)] if rec.error else []),
                      ("eager", [f"eager run failed: {rec.eager_error}"] if rec.eager_error else [])]
         sections += [(f"compare {c.name}", [f"compare: {c}"]) for c in rec.comparisons]

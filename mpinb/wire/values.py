@@ -18,13 +18,53 @@ def _array_like(value) -> bool:
     return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, type)
 
 
+def block_bounds(index: tuple, shape: tuple) -> tuple:
+    """((start, stop), ...) of the block ``index`` (a tuple of slices, as JAX gives a shard's
+    index) of an array of ``shape``."""
+    return tuple(part.indices(size)[:2] if isinstance(part, slice) else (part, part + 1)
+                 for part, size in zip(index, shape, strict=False))
+
+
+def block_text(bounds: tuple, shape: tuple) -> str:
+    """``[0:4, :]`` for a block's bounds in an array of ``shape``; ``[...]`` for all of it."""
+    parts = [":" if (start, stop) == (0, size) else f"{start}:{stop}"
+             for (start, stop), size in zip(bounds, shape, strict=False)]
+    return "[...]" if all(p == ":" for p in parts) else f"[{', '.join(parts)}]"
+
+
+def blocks_of(value) -> list | None:
+    """[(process, bounds)] of a JAX array spread over several devices: which process holds which
+    block (each pair once); None for a value on one device or not a JAX array."""
+    sharding = getattr(value, "sharding", None)
+    if sharding is None or len(getattr(sharding, "device_set", ())) < 2:
+        return None
+    shape = tuple(value.shape)
+    return sorted({(device.process_index, block_bounds(index, shape))
+                   for device, index in sharding.devices_indices_map(shape).items()})
+
+
+def _local_data(value):
+    """The values this process can read: all of an ordinary array, this process's blocks of a
+    JAX array spread over several processes (flattened, each block once)."""
+    if getattr(value, "is_fully_addressable", True):
+        return np.asarray(value)
+    shape = tuple(value.shape)
+    mine = {block_bounds(s.index, shape): s.data for s in value.addressable_shards}
+    return np.concatenate([np.asarray(mine[k]).reshape(-1) for k in sorted(mine)])
+
+
 def summarize(value, *, image: bool = False) -> dict:
     if _array_like(value):
         try:
-            a = np.asarray(value)
+            a = _local_data(value)
         except Exception as exc:  # noqa: BLE001 - e.g. a tracer leaked into the namespace
             return {"kind": "object", "repr": f"<{type(value).__name__}: {exc}>"}
-        out = {"kind": "array", "shape": tuple(a.shape), "dtype": str(a.dtype)}
+        out = {"kind": "array", "shape": tuple(value.shape), "dtype": str(a.dtype)}
+        blocks = blocks_of(value)
+        if blocks is not None:
+            out["blocks"] = blocks
+            if a.shape != tuple(value.shape):  # min, max, mean and preview: this rank's blocks only
+                out["local"] = True
         numeric = a.dtype.kind in "biufc" or a.dtype.name == "bfloat16"
         if a.size and numeric:
             f = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
@@ -39,7 +79,7 @@ def summarize(value, *, image: bool = False) -> dict:
         flat = a.reshape(-1)
         out["preview"] = np.array2string(flat[:PREVIEW], precision=4, separator=", ", threshold=PREVIEW + 1)
         out["truncated"] = bool(flat.size > PREVIEW)
-        if image and a.ndim == 2 and a.size and numeric:
+        if image and a.ndim == 2 and a.size and numeric and "local" not in out:
             out["image"] = sample(a)
         return out
     text = repr(value)
@@ -55,6 +95,8 @@ def describe(summary: dict) -> str:
         return summary.get("repr", "")
     shape = ",".join(map(str, summary["shape"]))
     parts = [f"{summary['dtype']}[{shape}]"]
+    if summary.get("local"):
+        parts.append("this rank's blocks:")
     if "min" in summary:
         tag = "|x| " if summary.get("abs") else ""
         parts.append(f"{tag}min {summary['min']:.6g} max {summary['max']:.6g} mean {summary['mean']:.6g}")
