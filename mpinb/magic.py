@@ -132,6 +132,8 @@ def line_parser() -> _Parser:
     g.add_argument("name", help="the variable on the engines")
     g.add_argument("--as", dest="local", default=None, help="the notebook's name for it (default: the same)")
     g.add_argument("--max-mib", type=float, default=256.0, help="refuse more than this many MiB (default 256)")
+    g.add_argument("--images", action="store_true", help="also draw it (2-D; a 1-D array as one row, "
+                   "of more dimensions the first 2-D slice)")
     t = sub.add_parser("timeout", help="default --timeout of %%mpijax cells")
     t.add_argument("seconds", type=_seconds, nargs="?", default="none")
     return p
@@ -200,6 +202,10 @@ class MpiJaxMagics(Magics):
             raise UsageError(f"%mpijax pull: {exc}") from exc
         self.shell.user_ns[local] = array
         print(f"{local} = {array.dtype}{list(array.shape)} from {cluster.n} ranks")
+        if args.images:
+            from .view.images import pulled
+
+            display(pulled(local, array), raw=True)
         return None
 
     def _line(self, line: str):

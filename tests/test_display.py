@@ -356,3 +356,12 @@ def test_a_sharded_value_is_drawn_once_for_the_ranks_that_share_the_picture():
     assert text.count("y: float32[4] in 2 blocks over ranks 0-1") == 1, text
     assert "y: float32[4]  this rank's blocks:  min 2 max 3 mean 2.5  [2, 3]" in text, text
     assert "rows" not in view.render_html(res) and view.render_html(res).count("in 2 blocks over ranks 0-1") == 1
+
+
+def test_a_pulled_array_is_drawn_on_its_own_scale():
+    drawn = images.pulled("y", np.arange(12.0).reshape(3, 4))
+    assert drawn["text/plain"] == "picture y: 3x4 values, colour scale 0 to 11"
+    assert drawn["text/html"].count("data:image/png;base64,") == 2  # the picture and the colour bar
+    assert images.pulled("row", np.arange(5))["text/plain"] == "picture row: 1x5 values, colour scale 0 to 4"
+    assert images.pulled("big", np.ones((1000, 3)))["text/plain"].endswith("(sampled from 1000x3)")
+    assert images.pulled("s", np.float32(2))["text/plain"] == "s: nothing to draw (float32[])"

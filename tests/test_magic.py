@@ -3,6 +3,7 @@
 import contextlib
 import io
 import re
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -349,3 +350,14 @@ def test_pull_stacks_per_rank_arrays_in_rank_order(ip, capsys):
         ip.run_line_magic("mpijax", "pull not_defined_anywhere")
     with pytest.raises(UsageError, match="over the limit"):
         ip.run_line_magic("mpijax", "pull pulled_here --max-mib 0.000001")
+
+
+def test_pull_with_images_draws_the_pulled_array(ip, capsys):
+    cell(ip, "", "field = np.outer(np.arange(4.0), np.ones(6)) + 100 * rank")
+    shown = []
+    with mock.patch("mpinb.magic.display", lambda obj, raw=False: shown.append(obj)):
+        ip.run_line_magic("mpijax", "pull field --images")
+    assert "field = float64[2, 4, 6] from 2 ranks" in capsys.readouterr().out
+    (drawn,) = shown
+    assert drawn["text/plain"] == "picture field[0, :, :]: 4x6 values, colour scale 0 to 3"
+    assert "data:image/png;base64," in drawn["text/html"] and "mpinb-colourbar" in drawn["text/html"]

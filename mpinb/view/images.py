@@ -145,3 +145,24 @@ def tags(result, rank: int, shared: dict[str, tuple[float, float]] | None = None
             parts.append(f"<div class='mpinb-image' data-name='{html.escape(name)}'>{html.escape(name)}<br>"
                          f"{_img(picture(per_rank[rank], lo, hi), name)}{colour_bar(lo, hi)}</div>")
     return "".join(parts)
+
+
+def pulled(name: str, array: np.ndarray) -> dict[str, str]:
+    """A pulled array drawn: ``{"text/html": picture + colour bar, "text/plain": the same in
+    words}``. A 1-D array is drawn as one row; of more dimensions, the first 2-D slice (said so)."""
+    from ..wire.values import sample
+
+    a = np.asarray(array)
+    if a.ndim == 0 or a.size == 0 or not (a.dtype.kind in "biufc" or a.dtype.name == "bfloat16"):
+        words = f"{name}: nothing to draw ({a.dtype}{list(a.shape)})"
+        return {"text/plain": words, "text/html": f"<div>{html.escape(words)}</div>"}
+    first = (0,) * max(0, a.ndim - 2)
+    what = f"{name}[{', '.join(map(str, first))}, :, :]" if first else name
+    values = sample(a.reshape(1, -1) if a.ndim == 1 else a[first])
+    lo, hi = scale([values])
+    words = f"picture {what}: {values.shape[0]}x{values.shape[1]} values, colour scale {lo:.4g} to {hi:.4g}"
+    if values.shape != a.shape[-2:] and a.ndim > 1:
+        words += f" (sampled from {a.shape[-2]}x{a.shape[-1]})"
+    body = (f"<div class='mpinb-pulled'><div>{html.escape(words)}</div>{_img(picture(values, lo, hi), what)}"
+            f"{colour_bar(lo, hi)}</div>")
+    return {"text/plain": words, "text/html": body}
