@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -70,16 +72,33 @@ mpinb_ok = bool(np.array_equal(np.asarray(mpinb_result), expected))
 #
 # The same exchange in JAX's own words: a global array sharded by rows over a mesh of every
 # process's device. The HLO findings now include XLA's own `all-to-all` and the transpose XLA
-# materialises after it (an info finding: correct, a copy).
+# materialises after it (an info finding: correct, a copy). `--show y` draws which rank holds
+# which block of the global result; `--compare` compares it block by block on each rank.
 
 # %%
-# %%mpijax --show jax_ok
+# %%mpijax --compare --show jax_ok,y
 mesh = jax.make_mesh((jax.device_count(),), ("x",))
 x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), block)
 jax_transpose = jax.jit(jax.shard_map(lambda b: jax.lax.all_to_all(b, "x", 1, 0, tiled=True).T,
                                       mesh=mesh, in_specs=P("x"), out_specs=P("x")))
 y = jax_transpose(x)
 jax_ok = bool(np.array_equal(np.asarray(y.addressable_data(0)), expected))
+
+# %% [markdown]
+# ## 2b. mpinb's `alltoall` inside the `shard_map` body
+#
+# With one device per process, the body may call `mpinb.mpi`'s collectives where it called
+# `lax.all_to_all`: the same blocks, over MPI (the fast path; see the timings below).
+
+# %%
+# %%mpijax --show both_ok
+def block_transpose(b):  # lax.all_to_all(b, "x", 1, 0, tiled=True).T, with mpinb's alltoall
+    rows, cols = b.shape
+    pieces = b.reshape(rows, size, cols // size).transpose(1, 0, 2)
+    return mpi.alltoall(pieces).reshape(size * rows, cols // size).T
+
+both_transpose = jax.jit(jax.shard_map(block_transpose, mesh=mesh, in_specs=P("x"), out_specs=P("x")))
+both_ok = bool(np.array_equal(np.asarray(both_transpose(x).addressable_data(0)), expected))
 
 # %% [markdown]
 # ## 3. One process, and the three side by side
@@ -95,22 +114,23 @@ def per_call(f, arg, repeat=20):
         jax.block_until_ready(f(arg))
     return (time.perf_counter() - t0) / repeat * 1e6
 
-t_mpinb, t_jax = per_call(mpinb_jit, block), per_call(jax_transpose, x)
+t_mpinb, t_jax, t_both = per_call(mpinb_jit, block), per_call(jax_transpose, x), per_call(both_transpose, x)
 t0 = time.perf_counter()
 reference = A.T.copy()
 t_numpy = (time.perf_counter() - t0) * 1e6
 print(f"mpinb alltoall : equals numpy {mpinb_ok}, {t_mpinb:8.1f} us per call")
 print(f"jax all_to_all : equals numpy {jax_ok}, {t_jax:8.1f} us per call")
+print(f"mpinb in shard_map: equals numpy {both_ok}, {t_both:8.1f} us per call")
 print(f"numpy, 1 process: whole A.T, {t_numpy:8.1f} us")
 
 # %% [markdown]
 # ## The global array in the notebook
 #
 # `%mpijax pull y` assembles the sharded `y` from the blocks the ranks hold, in index order:
-# one NumPy array here, in the notebook, equal to `A.T`.
+# one NumPy array here, in the notebook, equal to `A.T`; `--images` draws it.
 
 # %%
-# %mpijax pull y --as y_global
+# %mpijax pull y --as y_global --images
 import numpy as np
 
 A_here = np.arange(y_global.shape[1] * y_global.shape[0], dtype=np.float32).reshape(y_global.shape[::-1])

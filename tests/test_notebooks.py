@@ -172,11 +172,17 @@ def test_jax_native():
     native = texts(cells[3])
     assert "jax_ok: True" in native
     assert "info [relayout] ranks 0-1: XLA copies 384 B around a collective at Cell In[4]:4" in native
-    side_by_side = texts(cells[4])
+    assert "y: float32[12,16] in 2 blocks over ranks 0-1" in native and "  rows 6:12  rank 1" in native, native
+    assert "y[0:6, :]: jit == eager" in native and "y[6:12, :]: jit == eager" in native, native
+    assert "both_ok: True" in texts(cells[4])
+    side_by_side = texts(cells[5])
     assert "mpinb alltoall : equals numpy True" in side_by_side
     assert "jax all_to_all : equals numpy True" in side_by_side
-    assert "pulled (12, 16) equals A.T: True" in texts(cells[5])
-    stalled = texts(cells[6])
+    assert "mpinb in shard_map: equals numpy True" in side_by_side
+    pulled = texts(cells[6])
+    assert "pulled (12, 16) equals A.T: True" in pulled
+    assert "picture y_global: 12x16 values, colour scale 0 to 191" in pulled, pulled
+    stalled = texts(cells[7])
     assert "rank 0 is blocked inside a jitted collective and cannot be interrupted" in stalled
-    assert ("still running, waits in jit(<lambda>) (all-to-all over 2 devices) at Cell In[7], line 3; "
+    assert ("still running, waits in jit(<lambda>) (all-to-all over 2 devices) at Cell In[8], line 3; "
             "rank 1 finished the cell without calling it") in stalled, stalled
