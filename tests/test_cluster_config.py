@@ -1,6 +1,7 @@
 """The ipyparallel configuration a cluster starts with, including launcher pass-through."""
 
 import os
+import socket
 import sys
 
 import pytest
@@ -156,3 +157,51 @@ def test_start_progress_counts_engines_and_ends_at_ready(capsys):
     quiet.count(2)
     quiet.close()
     assert capsys.readouterr().err == ""
+
+
+class _Comm:
+    """What coordinator_address asks of an mpi4py communicator, as rank ``rank`` of ranks on ``hosts``."""
+
+    def __init__(self, rank, hosts):
+        self.rank, self.hosts = rank, hosts
+
+    def Get_rank(self):
+        return self.rank
+
+    def allgather(self, value):
+        return list(self.hosts)
+
+    def bcast(self, value, root=0):
+        return value if self.rank == root else "chosen by rank 0"
+
+
+def test_the_coordinator_listens_on_loopback_only_when_every_rank_shares_rank_0_s_host(monkeypatch):
+    from mpinb.engine import jax_processes
+
+    host = socket.gethostname()
+    address = jax_processes.coordinator_address(_Comm(0, [host, host]))
+    assert address.startswith("127.0.0.1:") and int(address.rsplit(":", 1)[1]) > 0
+    assert jax_processes.coordinator_address(_Comm(1, [host, host])) == "chosen by rank 0"
+    monkeypatch.setattr(jax_processes, "reachable_address", lambda: "127.0.0.2")  # stands for rank 0's address
+    assert jax_processes.coordinator_address(_Comm(0, [host, "elsewhere"])).startswith("127.0.0.2:")
+
+
+def test_rank_0_s_reachable_address_is_its_first_non_loopback_one(monkeypatch):
+    from mpinb.engine import jax_processes
+    from mpinb.errors import EngineSetupError
+
+    def resolving_to(*addresses):
+        return lambda *args, **kw: [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, 0)) for a in addresses]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolving_to("127.0.1.1", "10.1.2.3", "10.9.9.9"))
+    assert jax_processes.reachable_address() == "10.1.2.3"
+    monkeypatch.setattr(socket, "getaddrinfo", resolving_to("127.0.1.1"))
+    with pytest.raises(EngineSetupError, match="resolves only to loopback, which the ranks on other hosts"):
+        jax_processes.reachable_address()
+
+    def unknown(*args, **kw):
+        raise socket.gaierror("Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", unknown)
+    with pytest.raises(EngineSetupError, match="does not resolve"):
+        jax_processes.reachable_address()

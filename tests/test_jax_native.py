@@ -4,9 +4,10 @@ equals NumPy's, the mode survives a restart and shows in the status; on 2 and 4 
 
 import numpy as np
 import pytest
+from support.topology import make_cluster
 
 from mpinb import MPICluster
-from mpinb.errors import PullError
+from mpinb.errors import EngineSetupError, PullError
 
 TRANSPOSE = """
 import jax, numpy as np
@@ -27,7 +28,9 @@ where = (jax.process_count(), jax.process_index(), jax.device_count(), jax.local
 
 @pytest.fixture(scope="module", params=[2, 4], ids=["2 ranks", "4 ranks"])
 def cluster(request):
-    with MPICluster(n=request.param, jax_distributed=True, progress=False) as c:
+    # where the tests run (tests/support/topology.py): tests/test_other_host.py and
+    # tests/test_slurm.py rerun the stall test on another host and as a Slurm job step
+    with make_cluster(request.param, jax_distributed=True) as c:
         yield c
 
 
@@ -151,6 +154,19 @@ def test_local_devices_per_process():
         assert set(refused.states.values()) == {"failed"}, refused.text()
         assert "NotImplementedError: mpinb: a collective inside shard_map over a mesh with 3 devices of this " \
                "process" in refused.text()
+
+
+def test_a_failing_setup_is_an_engine_setup_error_and_stops_the_engines():
+    """jax.distributed cannot start a backend (JAX_PLATFORMS names one that is not there): the
+    start fails with the rank and JAX's words, not a hang, and nothing is left running."""
+    c = MPICluster(n=2, jax_distributed=True, progress=False, engine_env={"JAX_PLATFORMS": "tpu"})
+    with pytest.raises(EngineSetupError, match=r"the engines' setup failed on rank 0: RuntimeError: .*backend 'tpu'"):
+        c.start()
+    assert c.status()["running"] is False
+    del c.engine_env["JAX_PLATFORMS"]  # the cause gone, the same object starts
+    with c:
+        res = c.run_cell("import jax\ncount = jax.process_count()", show=["count"])
+        assert [rec.show["count"]["value"] for rec in res.records.values()] == [2, 2], res.text()
 
 
 def test_bad_local_devices_are_refused_before_anything_starts():

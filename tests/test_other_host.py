@@ -12,7 +12,7 @@ import os
 import shutil
 
 from support.require import require
-from support.rerun import pytest_passes
+from support.rerun import JAX_NATIVE, pytest_passes
 
 TIMEOUT = 900
 
@@ -30,3 +30,9 @@ def test_fault_and_output_tests_pass_with_the_engines_on_another_host(tmp_path):
     env = dict(os.environ, MPINB_TEST_OTHER_HOST="1")
     pytest_passes(["test_faults.py", "test_output.py"], env, prefix=["unshare", "--pid", "--fork", "--mount-proc"],
                   timeout=TIMEOUT)
+
+
+def test_the_stall_report_and_pull_of_a_jax_distributed_cluster_on_another_host():
+    require("namespaces", _can_unshare())
+    env = dict(os.environ, MPINB_TEST_OTHER_HOST="1")
+    pytest_passes(JAX_NATIVE, env, prefix=["unshare", "--pid", "--fork", "--mount-proc"], timeout=TIMEOUT)

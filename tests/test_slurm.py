@@ -12,7 +12,7 @@ import psutil
 import pytest
 from support import slurm_cluster
 from support.require import require
-from support.rerun import pytest_passes
+from support.rerun import JAX_NATIVE, pytest_passes
 
 from mpinb.client.cluster import MPICluster
 from mpinb.launch import launchers
@@ -104,4 +104,10 @@ def test_batch_job_outside_an_allocation(slurm, monkeypatch):
 def test_fault_and_output_tests_pass_as_a_slurm_job_step(slurm, allocation):
     env = dict(os.environ, MPINB_TEST_SLURM="1", SLURM_JOB_ID=allocation)
     pytest_passes(["test_faults.py", "test_output.py"], env, timeout=TIMEOUT)
+    assert not [step for step in slurm.steps() if step.startswith(f"{allocation}.")], "a step outlived its cluster"
+
+
+def test_the_stall_report_and_pull_of_a_jax_distributed_cluster_as_a_slurm_job_step(slurm, allocation):
+    env = dict(os.environ, MPINB_TEST_SLURM="1", SLURM_JOB_ID=allocation)
+    pytest_passes(JAX_NATIVE, env, timeout=TIMEOUT)
     assert not [step for step in slurm.steps() if step.startswith(f"{allocation}.")], "a step outlived its cluster"

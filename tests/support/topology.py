@@ -15,11 +15,12 @@ SLURM = os.environ.get("MPINB_TEST_SLURM") == "1"
 SCRIPT = Path(__file__).resolve().parent / "other_host.sh"
 
 
-def make_cluster(n: int) -> MPICluster:
+def make_cluster(n: int, **options) -> MPICluster:
+    """A cluster of ``n`` ranks where the tests run (``options``: MPICluster's others)."""
     if SLURM:
         # UCX_NET_DEVICES=lo: the test's Slurm nodes are this machine
-        return MPICluster(n=n, progress=False, launcher="slurm", engine_env={"UCX_NET_DEVICES": "lo"})
+        return MPICluster(n=n, progress=False, launcher="slurm", engine_env={"UCX_NET_DEVICES": "lo"}, **options)
     if OTHER_HOST:
         return MPICluster(n=n, progress=False, mpi_cmd=[str(SCRIPT), default_mpiexec("mpiexec.gforker")],
-                          engine_env={"UCX_TLS": "self,sm"})
-    return MPICluster(n=n, progress=False)
+                          engine_env={"UCX_TLS": "self,sm"}, **options)
+    return MPICluster(n=n, progress=False, **options)
