@@ -298,6 +298,14 @@ def test_live_headers_show_each_rank_s_state_throttled():
     assert "failed (ValueError)" in live.headers[1].value and "data-state='failed'" in live.headers[1].value
     assert view.live_words("finished", 0.0123, None, None) == "finished in 0.01 s"
     assert view.live_words("running", 2.4, None, None) == "running 2 s"
+    # where the rank is, as the status thread reads it (mpinb.engine.stall)
+    line = {"cell": "In[7]", "line": 3}
+    assert view.live_words("running", 9.6, None, None, line) == "running 10 s at Cell In[7], line 3"
+    in_jit = dict(line, call="stepper", collectives=["all-reduce over 2 devices"])
+    assert view.live_words("running", 9.6, None, None, in_jit) == (
+        "running 10 s, waits in jit(stepper) (all-reduce over 2 devices) at Cell In[7], line 3")
+    assert view.live_words("running", 5.2, blocked, None, line) == (
+        "running 5 s, blocked in allreduce (call 2, 12 B, waiting 4.9 s) at Cell In[7], line 3")
 
 
 def test_a_small_copy_is_one_line_with_its_detail_one_click_away():

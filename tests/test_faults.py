@@ -120,13 +120,14 @@ class States:
     stop once ``wanted(states)`` holds (keeping that moment's states in ``seen``)."""
 
     def __init__(self, wanted):
-        self.wanted, self.now, self.seen = wanted, {}, None
+        self.wanted, self.now, self.seen, self.where = wanted, {}, None, {}
 
     def __call__(self, rank, kind, text):
         pass
 
-    def state(self, rank, state, seconds, inflight, error_name):
+    def state(self, rank, state, seconds, inflight, error_name, where):
         self.now[rank] = (state, seconds, (inflight or {}).get("op"), error_name)
+        self.where[rank] = where
         if self.seen is None and self.wanted(self.now):
             self.seen = dict(self.now)
             raise KeyboardInterrupt
@@ -144,6 +145,7 @@ def test_live_states_while_a_cell_waits(cluster):
     res = cluster.run_cell("if rank != 2:\n    mpi.barrier()", stream=states)
     assert states.seen is not None, states.now
     assert states.seen[0][1] > 0 and states.seen[2][1] < states.seen[0][1]
+    assert all(states.where[r]["line"] == 2 for r in (0, 1)), states.where  # the line with the barrier
     assert res.interrupted and res.states[2] == "finished"
     cluster.restart()
     usable(cluster)

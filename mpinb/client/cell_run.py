@@ -29,10 +29,11 @@ class CellRun:
     ``MPICluster.run_cell``.
 
     stream: callback(rank, "stdout"|"stderr"|"error", text) receiving output and errors while
-        the cell runs; if it has a ``state(rank, state, seconds, inflight, error_name)`` method,
-        that is told each rank's state after each poll ("running" with the seconds since the
-        cell started and the collective it waits in, or "finished"/"failed" with the rank's
-        time); if it has a ``tick()`` method, that is called after each poll (a throttled
+        the cell runs; if it has a ``state(rank, state, seconds, inflight, error_name, where)``
+        method, that is told each rank's state after each poll ("running" with the seconds
+        since the cell started, the mpinb collective it waits in and where it is: the cell's
+        line, the user's frame, a jitted call (mpinb.engine.stall); or "finished"/"failed" with
+        the rank's time); if it has a ``tick()`` method, that is called after each poll (a throttled
         stream sends what it holds when its interval is up).
     grace: once a rank failed or died, seconds the others get to finish before the result is
         reported (fail fast instead of waiting for ranks blocked in a collective).
@@ -135,10 +136,11 @@ class CellRun:
         now = time.perf_counter()
         for r, ar in self.pending.items():
             if not ar.ready():
-                report(r, "running", now - self.t0, self.cluster.inflight(r), None)
+                report(r, "running", now - self.t0, self.cluster.inflight(r), None, self.cluster.where(r))
                 continue
             rec = self.record(r)
-            report(r, "finished" if rec.ok else "failed", rec.elapsed, None, rec.error.ename if rec.error else None)
+            report(r, "finished" if rec.ok else "failed", rec.elapsed, None, rec.error.ename if rec.error else None,
+                   None)
 
     def _pass_new_output(self, r: int, ar) -> None:
         """Pass the stdout and stderr ``r`` printed since the last call to ``stream``."""

@@ -82,13 +82,14 @@ class LiveOutput:
                   f"{html.escape(words)}</span>")
         return f"<div class='mpinb-live' data-rank='{rank}'><b>rank {rank}</b>{detail if words else ''}</div>"
 
-    def state(self, rank: int, state: str, seconds: float, inflight: dict | None, error_name: str | None) -> None:
+    def state(self, rank: int, state: str, seconds: float, inflight: dict | None, error_name: str | None,
+              where: dict | None = None) -> None:
         """Show where ``rank`` is (its header, above its output; widgets only): running for how
-        long and in which collective, or finished or failed, updated at most every
-        ``state_interval`` seconds."""
+        long, in which collective and at which line, or finished or failed, updated at most
+        every ``state_interval`` seconds."""
         if rank not in self.headers:
             return
-        self.states[rank] = (state, live_words(state, seconds, inflight, error_name))
+        self.states[rank] = (state, live_words(state, seconds, inflight, error_name, where))
         now = time.monotonic()
         if self.last_states is not None and now - self.last_states < self.state_interval:
             return

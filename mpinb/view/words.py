@@ -48,13 +48,16 @@ def skipped_by(result, rank: int) -> str:
     return f"; {label(finished, sep=', ')} finished the cell without calling it"
 
 
-def live_words(state: str, seconds: float, inflight: dict | None, error_name: str | None) -> str:
+def live_words(state: str, seconds: float, inflight: dict | None, error_name: str | None,
+               where: dict | None = None) -> str:
     """A rank's state while its cell runs, as its live header says it: 'running 5 s, blocked
-    in allreduce (call 2, 12 B, waiting 4.9 s)', 'finished in 0.01 s', 'failed (ValueError)'."""
+    in allreduce (call 2, 12 B, waiting 4.9 s) at Cell In[7], line 2', 'running 5 s, waits in
+    jit(step) (all-reduce over 2 devices) at Cell In[7], line 3', 'running 5 s at Cell In[7],
+    line 1', 'finished in 0.01 s', 'failed (ValueError)'."""
     if state == "running":
-        if inflight:
-            return f"running {seconds:.0f} s, {describe_inflight(inflight)}"
-        return f"running {seconds:.0f} s"
+        if inflight or in_jitted_collective(where):
+            return f"running {seconds:.0f} s, {describe_inflight(inflight, where)}"
+        return f"running {seconds:.0f} s {describe_where(where)}" if where else f"running {seconds:.0f} s"
     if state == "failed":
         return f"failed ({error_name})" if error_name else "failed"
     return f"{state} in {seconds:.2f} s"
