@@ -56,7 +56,9 @@ def test_divergent_collective_sequences_across_ranks():
     div = [w for w in warnings if w.kind == "divergent"]
     assert len(div) == 1
     assert div[0].module == "jit_g"
-    assert "rank 0 compiled mpinb_allreduce f32[3] but rank 1 compiled mpinb_bcast f32[3]" in div[0].message
+    assert ("rank 0 compiled mpinb_allreduce f32[3] at /tmp/gen.py:17 (g) but rank 1 compiled mpinb_bcast f32[3] "
+            "at /tmp/gen.py:18 (g)") in div[0].message  # with the line each rank compiled it from
+    assert div[0].source == "/tmp/gen.py:17 (g)"
     assert "collectives" not in div[0].message  # as many on each rank: no count to report
 
 

@@ -202,6 +202,30 @@ def test_a_rank_that_skips_a_collective_is_named_and_the_waiting_rank_s_line_sho
     cluster.restart()
 
 
+DIVERGENT = """
+def body(b):
+    if jax.process_index() == 0:
+        return jax.lax.psum(b, "x") + jax.lax.all_gather(b, "x", tiled=True)[:2]
+    return jax.lax.all_gather(b, "x", tiled=True)[:2] + jax.lax.psum(b, "x")
+divergent = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=P("x")))
+compiled = divergent.lower(x).compile()   # compiled only: run, the ranks would hang or mix data up
+"""
+
+
+def test_ranks_that_compile_different_collectives_get_a_divergent_finding(cluster):
+    """Rank 0 compiles psum then all_gather, the others the other way round: the finding names
+    the first difference and the line each rank compiled it from (compiled only, not run)."""
+    res = cluster.run_cell(STEPPER + DIVERGENT, label="In[9]")
+    assert res.ok, res.text()
+    (finding,) = [w for w in res.warnings if w.kind == "divergent"]
+    first = STEPPER.count("\n") + 4  # the lines of body's two returns, in the cell
+    expected = (f"at collective #1 of jit_body, rank 0 compiled all-reduce f32[2]{{0}} groups "
+                f"{{{{{','.join(map(str, range(cluster.n)))}}}}} at Cell In[9]:{first} (body) but rank 1 compiled "
+                f"all-gather f32[{2 * cluster.n}]{{0}}")
+    assert finding.message.startswith(expected), finding.message
+    assert f"at Cell In[9]:{first + 1} (body): the ranks may deadlock" in finding.message
+
+
 def test_pull_assembles_the_global_array_in_index_order(cluster):
     """A jax.Array sharded over the processes comes back whole; per-rank arrays are stacked."""
     res = cluster.run_cell(TRANSPOSE.format(rows=4 * cluster.n, cols=2 * cluster.n) +

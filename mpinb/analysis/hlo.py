@@ -305,10 +305,16 @@ def collective_signature(module: Module, inst: Instruction) -> str | None:
     return f"{target} {_shape_text(arrays[0], trailing_only=rule == 'trailing')}"
 
 
+def collective_steps(module: Module) -> list[tuple[str, str | None]]:
+    """(signature, source line) of each collective of a module that all ranks must agree on, in
+    scheduled order."""
+    return [(sig, module.source(inst)) for name in module.order for inst in [module.instructions[name]]
+            if is_collective(inst) for sig in [collective_signature(module, inst)] if sig is not None]
+
+
 def collective_sequence(module: Module) -> list[str]:
     """The collectives of a module that all ranks must agree on, in scheduled order."""
-    return [sig for name in module.order for inst in [module.instructions[name]] if is_collective(inst)
-            for sig in [collective_signature(module, inst)] if sig is not None]
+    return [sig for sig, _ in collective_steps(module)]
 
 
 def divergence_warnings(per_rank: Mapping[int, Iterable[Module]],
@@ -318,9 +324,12 @@ def divergence_warnings(per_rank: Mapping[int, Iterable[Module]],
     different number of collectives); or a module holding collectives compiled on some ranks
     but on none of the ``finished`` ranks (default: every rank given) that did not compile it."""
     by_name: dict[str, dict[int, list[str]]] = {}
+    sources: dict[str, dict[int, list[str | None]]] = {}
     for rank, modules in per_rank.items():
         for mod in modules:
-            by_name.setdefault(base_name(mod.name), {})[rank] = collective_sequence(mod)
+            steps = collective_steps(mod)
+            by_name.setdefault(base_name(mod.name), {})[rank] = [sig for sig, _ in steps]
+            sources.setdefault(base_name(mod.name), {})[rank] = [src for _, src in steps]
     finished = sorted(per_rank if finished is None else finished)
     out = []
     for name, seqs in sorted(by_name.items()):
@@ -330,7 +339,7 @@ def divergence_warnings(per_rank: Mapping[int, Iterable[Module]],
         if missing:
             out.append(_compiled_on_some_ranks(name, seqs, missing))
             continue
-        out.extend(_first_difference(name, seqs))
+        out.extend(_first_difference(name, seqs, sources[name]))
     return out
 
 
@@ -343,7 +352,10 @@ def _compiled_on_some_ranks(name: str, seqs: dict[int, list[str]], missing: list
         f"{label(missing, sep=', ')} did not compile it in this cell: the ranks may deadlock")
 
 
-def _first_difference(name: str, seqs: dict[int, list[str]]) -> list[HloWarning]:
+def _first_difference(name: str, seqs: dict[int, list[str]], sources: dict[int, list[str | None]]
+                      ) -> list[HloWarning]:
+    """The first collective where a rank's sequence differs from the lowest rank's, with the
+    source line each of the two compiled there."""
     ranks = sorted(seqs)
     ref = seqs[ranks[0]]
     for r in ranks[1:]:
@@ -351,15 +363,23 @@ def _first_difference(name: str, seqs: dict[int, list[str]]) -> list[HloWarning]
             continue
         common = min(len(ref), len(seqs[r]))
         pos = next((i for i in range(common) if ref[i] != seqs[r][i]), common)
-        a = ref[pos] if pos < len(ref) else "no further collective"
-        b = seqs[r][pos] if pos < len(seqs[r]) else "no further collective"
+        a, a_src = _step(ref, sources[ranks[0]], pos)
+        b, b_src = _step(seqs[r], sources[r], pos)
         counts = (f"; rank {ranks[0]} compiled {len(ref)} collectives, rank {r} {len(seqs[r])}"
                   if len(ref) != len(seqs[r]) else "")
         return [HloWarning(
             "divergent", None, name, f"collective #{pos + 1}",
-            f"at collective #{pos + 1} of {name}, rank {ranks[0]} compiled {a} but rank {r} compiled "
-            f"{b}{counts}: the ranks may deadlock")]
+            f"at collective #{pos + 1} of {name}, rank {ranks[0]} compiled {a}{_at(a_src)} but rank {r} compiled "
+            f"{b}{_at(b_src)}{counts}: the ranks may deadlock", a_src or b_src)]
     return []
+
+
+def _step(seq: list[str], sources: list[str | None], pos: int) -> tuple[str, str | None]:
+    return (seq[pos], sources[pos]) if pos < len(seq) else ("no further collective", None)
+
+
+def _at(source: str | None) -> str:
+    return f" at {source}" if source else ""
 
 
 def base_name(module_name: str) -> str:
