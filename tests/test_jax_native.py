@@ -2,6 +2,9 @@
 ``jax.process_count()`` is the number of ranks, a ``shard_map`` transpose over the processes
 equals NumPy's, the mode survives a restart and shows in the status; on 2 and 4 ranks."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from support.topology import make_cluster
@@ -154,6 +157,34 @@ def test_local_devices_per_process():
         assert set(refused.states.values()) == {"failed"}, refused.text()
         assert "NotImplementedError: mpinb: a collective inside shard_map over a mesh with 3 devices of this " \
                "process" in refused.text()
+
+
+SET_MESH = """
+import jax, jax.numpy as jnp
+jax.config.update("jax_num_cpu_devices", 2)
+from jax.sharding import NamedSharding, PartitionSpec as P
+from mpi4py import MPI
+import mpinb.mpi as mpi
+body = lambda b: mpi.allreduce(b, op=MPI.SUM)
+for n in (1, 2):   # a mesh from the context (abstract when shard_map is lowered)
+    mesh = jax.make_mesh((n,), ("x",))
+    with jax.set_mesh(mesh):
+        f = jax.jit(jax.shard_map(body, in_specs=P("x"), out_specs=P("x")))
+        x = jax.device_put(jnp.arange(4.0), NamedSharding(mesh, P("x")))
+        try:
+            print(n, "ran", f(x).tolist())
+        except NotImplementedError as exc:
+            print(n, "refused", exc)
+"""
+
+
+def test_a_context_mesh_with_several_devices_of_this_process_is_refused_too():
+    """shard_map without ``mesh=`` (``jax.set_mesh``) gives mpinb an abstract mesh: one device
+    runs, two of this one process are refused as with a concrete mesh (one process, 2 devices)."""
+    proc = subprocess.run([sys.executable, "-c", SET_MESH], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 ran [0.0, 1.0, 2.0, 3.0]" in proc.stdout, proc.stdout
+    assert "2 refused mpinb: a collective inside shard_map over a mesh with 2 devices of this process" in proc.stdout
 
 
 def test_a_failing_setup_is_an_engine_setup_error_and_stops_the_engines():

@@ -263,14 +263,24 @@ def shard_map_with_replicated(params: dict, *, inputs_at: int, outputs_at: int) 
     return params
 
 
-def shard_map_local_devices(mesh) -> int | None:
-    """How many of ``mesh``'s devices belong to this process; None for a mesh without devices."""
+def shard_map_local_devices(ctx: mlir.LoweringRuleContext, mesh) -> int:
+    """How many devices of this process the ``shard_map`` being lowered runs on: those of its
+    mesh; for a mesh without devices (an abstract one, from ``jax.set_mesh``), those the module
+    is compiled for (``axis_context``); failing both, all of this process's devices, or the
+    mesh's size if that is smaller."""
     import jax
 
-    devices = getattr(mesh, "devices", None)
-    if devices is None or not hasattr(devices, "flat"):
-        return None
-    return sum(1 for d in devices.flat if d.process_index == jax.process_index())
+    try:
+        devices = mesh.devices
+    except (AttributeError, ValueError):  # JAX's AbstractMesh raises ValueError
+        devices = None
+    if not hasattr(devices, "flat"):
+        axis = ctx.module_context.axis_context
+        devices = getattr(axis, "device_assignment", None) or getattr(getattr(axis, "mesh", None), "devices", None)
+    if devices is None:  # at most the mesh's size
+        return min(getattr(mesh, "size", jax.local_device_count()), jax.local_device_count())
+    flat = devices.flat if hasattr(devices, "flat") else devices
+    return sum(1 for d in flat if d.process_index == jax.process_index())
 
 
 def varying_like_inputs(abstract_eval):

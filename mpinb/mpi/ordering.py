@@ -246,7 +246,7 @@ def _shard_map(rule, jaxpr_param: str):
         jaxpr = params[jaxpr_param]
         if not holds_collective(jaxpr):
             return rule(ctx, *args, **params)
-        _refuse_several_local_devices(params["mesh"])
+        _refuse_several_local_devices(shard_map_local_devices(ctx, params["mesh"]))
         params = shard_map_with_replicated(params, inputs_at=0, outputs_at=0)
         params[jaxpr_param] = _threaded_open(jaxpr, 0, out=True)
         outs = _call(rule, ctx, [take_order(ctx, "shard_map"), *args], [ORDER_AVAL, *ctx.avals_in],
@@ -256,9 +256,8 @@ def _shard_map(rule, jaxpr_param: str):
     return lowering
 
 
-def _refuse_several_local_devices(mesh) -> None:
-    local = shard_map_local_devices(mesh)
-    if local is not None and local != 1:
+def _refuse_several_local_devices(local: int) -> None:
+    if local > 1:
         raise NotImplementedError(
             f"mpinb: a collective inside shard_map over a mesh with {local} devices of this process; "
             "mpinb's collectives talk between MPI processes, so the body may run only once per "
