@@ -72,7 +72,7 @@ def main(argv=None):
 
     if RANK == 0:
         print(f"{SIZE} ranks, jax {jax.__version__}, one CPU device per process; microseconds per call "
-              "(median of 5 batches)")
+              f"(median of {args.reps} batches)")
         print(f"{'op':<10}{'bytes':>8} {'lax.*':>9} {'mpinb':>9} {'mpinb jit':>9} {'raw':>9}   "
               f"{'lax / mpinb':>11} {'mpinb / raw':>11}")
         for op, nbytes, t in rows:

@@ -91,9 +91,13 @@ def test_traces_name_the_stale_global_and_forget_what_was_traced_again():
     assert traces.stale_globals(ns["f"]) == []
 
 
-def test_a_block_of_a_sharded_array_is_named_by_its_slices():
-    from mpinb.engine.passes import block_label
+def block_label(index, shape):
+    from mpinb.wire.values import block_bounds, block_text
 
+    return block_text(block_bounds(index, shape), shape)
+
+
+def test_a_block_of_a_sharded_array_is_named_by_its_slices():
     assert block_label((slice(0, 4), slice(None)), (8, 3)) == "[0:4, :]"
     assert block_label((slice(None, None), slice(2, 3)), (8, 3)) == "[:, 2:3]"
     assert block_label((slice(None), slice(0, 3)), (8, 3)) == "[...]"  # this rank holds all of it
@@ -107,3 +111,7 @@ def test_names_computed_from_a_call_are_followed_through_the_cell():
             "other = np.ones(3)\nn: int = len(whole)\nk = 0\nk += n")
     assert computed_from(code, "mu.process_allgather") == {"whole", "same", "n", "k"}
     assert computed_from(code, "np.ones") == {"other"}
+    # inside loops and with blocks, through := and for targets, in any order of the statements
+    code = ("for i in range(2):\n    a = mu.process_allgather(x)\nb = a + 1\nc = (d := mu.process_allgather(x)) * 2\n"
+            "e = d\nfor row in a:\n    f = row\nwith ctx(b) as g:\n    pass\nh = late\nlate = e")
+    assert computed_from(code, "mu.process_allgather") == {"a", "b", "c", "d", "e", "row", "f", "g", "h", "late"}

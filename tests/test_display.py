@@ -350,6 +350,12 @@ def test_the_picture_of_a_sharded_array_says_which_rank_holds_which_block():
     assert picture("t", cube) == ["t: float64[4,2,2] in 2 blocks over ranks 0-1", "  [0:2, :, :]  rank 0",
                                   "  [2:4, :, :]  rank 1"]
     assert picture("plain", {"shape": (3,), "dtype": "float32"}) == []
+    assert picture("huge", {"shape": (4096,), "dtype": "float32", "blocks": 1024}) == [
+        "huge: float32[4096] on 1024 devices (too many blocks to draw)"]
+    many = {"shape": (40, 2), "dtype": "float32", "blocks": [(r, ((r, r + 1), (0, 2))) for r in range(40)]}
+    lines = picture("many", many)
+    assert lines[0] == "many: float32[40,2] in 40 blocks over ranks 0-39" and len(lines) == 18
+    assert lines[1] == "  [0:1, :]    rank 0" and lines[-1] == "  ... 24 more blocks"
 
 
 def test_a_sharded_value_is_drawn_once_for_the_ranks_that_share_the_picture():
@@ -373,3 +379,25 @@ def test_a_pulled_array_is_drawn_on_its_own_scale():
     assert images.pulled("row", np.arange(5))["text/plain"] == "picture row: 1x5 values, colour scale 0 to 4"
     assert images.pulled("big", np.ones((1000, 3)))["text/plain"].endswith("(sampled from 1000x3)")
     assert images.pulled("s", np.float32(2))["text/plain"] == "s: nothing to draw (float32[])"
+    assert images.pulled("long", np.arange(1000))["text/plain"].endswith("1x160 values, colour scale 0 to 999 "
+                                                                        "(sampled from 1x1000)")
+    assert images.pulled("z", np.array([[3 + 4j]]))["text/plain"] == "picture z: 1x1 values, |x| colour scale 5 to 5"
+
+
+def test_a_stream_s_state_gets_where_only_if_it_takes_it():
+    from mpinb.client.cell_run import state_reporter
+
+    told = []
+
+    class Old:  # a stream written before where existed: five arguments
+        def state(self, rank, state, seconds, inflight, error_name):
+            told.append(("old", rank, state))
+
+    class New:
+        def state(self, rank, state, seconds, inflight, error_name, where=None):
+            told.append(("new", rank, where))
+
+    state_reporter(Old())(1, "running", 2.0, None, None, {"line": 3})
+    state_reporter(New())(1, "running", 2.0, None, None, {"line": 3})
+    assert told == [("old", 1, "running"), ("new", 1, {"line": 3})]
+    assert state_reporter(object()) is None

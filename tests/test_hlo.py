@@ -58,7 +58,7 @@ def test_divergent_collective_sequences_across_ranks():
     assert div[0].module == "jit_g"
     assert ("rank 0 compiled mpinb_allreduce f32[3] at /tmp/gen.py:17 (g) but rank 1 compiled mpinb_bcast f32[3] "
             "at /tmp/gen.py:18 (g)") in div[0].message  # with the line each rank compiled it from
-    assert div[0].source == "/tmp/gen.py:17 (g)"
+    assert div[0].source is None  # both lines are in the message
     assert "collectives" not in div[0].message  # as many on each rank: no count to report
 
 

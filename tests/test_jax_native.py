@@ -49,14 +49,17 @@ def test_process_count_is_the_number_of_ranks_without_boilerplate(cluster):
 def test_a_shard_map_transpose_over_the_processes_equals_numpy(cluster):
     """... and --show y draws which rank holds which block of the global result, once."""
     n = cluster.n
-    res = cluster.run_cell(TRANSPOSE.format(rows=4 * n, cols=2 * n), show=["same", "whole", "y"])
+    replicated = "rep = jax.make_array_from_callback((3,), NamedSharding(mesh, P()), lambda i: np.arange(3.0)[i])\n"
+    res = cluster.run_cell(TRANSPOSE.format(rows=4 * n, cols=2 * n) + replicated, show=["same", "whole", "y", "rep"])
     assert res.ok, res.text()
     for rank, rec in res.records.items():
         assert rec.show["same"]["value"] is True, res.text()
         assert tuple(rec.show["whole"]["shape"]) == (2 * n, 4 * n)
         assert rec.show["y"]["local"] and rec.show["y"]["min"] == 2 * rank  # A.T's rows 2r and 2r+1
+        assert "local" not in rec.show["rep"] and rec.show["rep"]["max"] == 2  # every rank holds all of it
     text = res.text()
     assert text.count(f"y: float32[{2 * n},{4 * n}] in {n} blocks over ranks 0-{n - 1}") == 1, text
+    assert f"rep: float32[3] in 1 block over ranks 0-{n - 1}" in text, text
     for rank in range(n):
         assert f"  rows {2 * rank}:{2 * rank + 2}  rank {rank}" in text, text
 
@@ -88,15 +91,24 @@ def weighted(out):
     return (out ** 2 * jnp.arange(out.size).reshape(out.shape)).sum()
 loss = lambda f: jax.jit(jax.grad(lambda v: weighted(sm(f)(v))))
 import jax.experimental.multihost_utils
+def same_grad(f, g):
+    return bool(np.allclose(*(np.asarray(loss(h)(x).addressable_shards[0].data) for h in (f, g))))
 checks = {"transpose": bool(np.array_equal(whole(by_mpinb), whole(by_lax))),
           "transpose is A.T": bool(np.array_equal(whole(lambda b: by_mpinb(b).T), A.T)),
           "mixed": bool(np.array_equal(whole(mixed_mpinb), whole(mixed_lax))),
-          "grad": bool(np.allclose(*(np.asarray(loss(f)(x).addressable_shards[0].data) for f in (by_mpinb, by_lax))))}
+          "grad": same_grad(by_mpinb, by_lax),
+          "allreduce grad": same_grad(lambda b: mpi.allreduce(b, op=MPI.SUM), lambda b: jax.lax.psum(b, "x"))}
+scan_of_replicated = lambda b: mpi.scan(jnp.ones(2), MPI.SUM)
+for name, per_process in (("alltoall", by_mpinb), ("scan of a replicated value", scan_of_replicated)):
+    try:
+        sm(per_process, out=P())(x)
+        checks[f"{name} taken as replicated"] = True
+    except ValueError:
+        pass
 try:
-    sm(by_mpinb, out=P())(x)
-    checks["per-process result taken as replicated"] = True
-except ValueError:
-    pass
+    sm(lambda b: mpi.gather(b, 0).reshape(-1))(x)
+except NotImplementedError:
+    checks["gather refused"] = True
 """
 
 
@@ -115,12 +127,15 @@ total(jax.make_array_from_process_local_data(NamedSharding(mesh, P("x")), ones))
 def test_mpinb_collectives_inside_shard_map_equal_jax_s(cluster):
     """mpinb's alltoall, allreduce and sendrecv in a shard_map body (one device per process) give
     what lax.all_to_all, psum and ppermute give, with JAX's collectives beside them and under
-    grad; their results vary per process, so out_specs=P() is refused as for JAX's."""
+    grad (allreduce's as psum's: each process's copy counts); their results vary per process,
+    even of a replicated operand, so out_specs=P() is refused as for JAX's; gather, whose shape
+    differs between root and the others, is refused."""
     res = cluster.run_cell(MPINB_IN_SHARD_MAP, show=["checks"])
     assert res.ok, res.text()
     for rec in res.records.values():
         assert rec.show["checks"]["repr"] == repr({"transpose": True, "transpose is A.T": True, "mixed": True,
-                                                   "grad": True}), res.text()
+                                                   "grad": True, "allreduce grad": True,
+                                                   "gather refused": True}), res.text()
 
 
 def test_compare_on_a_shard_map_cell_compares_each_rank_s_shards(cluster):
@@ -155,8 +170,8 @@ def test_local_devices_per_process():
         assert c.status()["jax"] == "jax.distributed: 2 processes, 3 CPU devices each"
         refused = c.run_cell(ALLREDUCE_IN_SHARD_MAP)
         assert set(refused.states.values()) == {"failed"}, refused.text()
-        assert "NotImplementedError: mpinb: a collective inside shard_map over a mesh with 3 devices of this " \
-               "process" in refused.text()
+        assert ("NotImplementedError: mpinb: a collective inside shard_map (or pmap) over a mesh with 3 devices "
+                "of this process") in refused.text()
 
 
 SET_MESH = """
@@ -184,7 +199,8 @@ def test_a_context_mesh_with_several_devices_of_this_process_is_refused_too():
     proc = subprocess.run([sys.executable, "-c", SET_MESH], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "1 ran [0.0, 1.0, 2.0, 3.0]" in proc.stdout, proc.stdout
-    assert "2 refused mpinb: a collective inside shard_map over a mesh with 2 devices of this process" in proc.stdout
+    assert ("2 refused mpinb: a collective inside shard_map (or pmap) over a mesh with 2 devices of this "
+            "process") in proc.stdout
 
 
 def test_a_failing_setup_is_an_engine_setup_error_and_stops_the_engines():

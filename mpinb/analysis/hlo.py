@@ -370,7 +370,7 @@ def _first_difference(name: str, seqs: dict[int, list[str]], sources: dict[int, 
         return [HloWarning(
             "divergent", None, name, f"collective #{pos + 1}",
             f"at collective #{pos + 1} of {name}, rank {ranks[0]} compiled {a}{_at(a_src)} but rank {r} compiled "
-            f"{b}{_at(b_src)}{counts}: the ranks may deadlock", a_src or b_src)]
+            f"{b}{_at(b_src)}{counts}: the ranks may deadlock")]  # (both lines named: no one source)
     return []
 
 

@@ -7,6 +7,7 @@ states, wait (timeout, grace after a failure), interrupt, settle deaths, collect
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import time
 from collections.abc import Callable
 
@@ -23,18 +24,35 @@ DEFAULT_GRACE = 2.0
 OUTPUT_WAIT = 30.0
 
 
+def state_reporter(stream) -> Callable | None:
+    """``stream.state`` as a function of six arguments (rank, state, seconds, inflight,
+    error_name, where), also for a stream whose ``state`` takes the first five only (streams
+    written before ``where`` existed); None for a stream without ``state``."""
+    report = getattr(stream, "state", None)
+    if report is None:
+        return None
+    try:
+        inspect.signature(report).bind(0, "running", 0.0, None, None, None)
+    except TypeError:
+        return lambda *args: report(*args[:5])
+    except ValueError:  # no signature to read (a builtin): give it all
+        pass
+    return report
+
+
 class CellRun:
     """One run of one cell on the chosen ranks of a cluster, in phases: submit, pump output, wait
     (timeout and grace), interrupt, settle deaths, collect. Use once, through
     ``MPICluster.run_cell``.
 
     stream: callback(rank, "stdout"|"stderr"|"error", text) receiving output and errors while
-        the cell runs; if it has a ``state(rank, state, seconds, inflight, error_name, where)``
+        the cell runs; if it has a ``state(rank, state, seconds, inflight, error_name[, where])``
         method, that is told each rank's state after each poll ("running" with the seconds
-        since the cell started, the mpinb collective it waits in and where it is: the cell's
-        line, the user's frame, a jitted call (mpinb.engine.stall); or "finished"/"failed" with
-        the rank's time); if it has a ``tick()`` method, that is called after each poll (a throttled
-        stream sends what it holds when its interval is up).
+        since the cell started, the mpinb collective it waits in and, if the method takes a
+        sixth argument, where it is: the cell's line, the user's frame, a jitted call
+        (mpinb.engine.stall); or "finished"/"failed" with the rank's time); if it has a
+        ``tick()`` method, that is called after each poll (a throttled stream sends what it
+        holds when its interval is up).
     grace: once a rank failed or died, seconds the others get to finish before the result is
         reported (fail fast instead of waiting for ranks blocked in a collective).
 
@@ -130,7 +148,7 @@ class CellRun:
     def _pass_states(self) -> None:
         """Tell a stream that shows the ranks' states (``state()``) where each rank is: running
         for how long and in which collective, finished in how long, or failed with what."""
-        report = getattr(self.stream, "state", None)
+        report = state_reporter(self.stream)
         if report is None:
             return
         now = time.perf_counter()

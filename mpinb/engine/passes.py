@@ -7,17 +7,19 @@ values sampled for pictures.
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import dataclasses
-import inspect
 import io
 import sys
+import types
 
 import numpy as np
 
 from ..analysis import compare as cmp
 from ..wire import values
 from .code import error_info, execute_code
+from .stall import resolve
 
 
 def flatten(tree):
@@ -29,30 +31,32 @@ def flatten(tree):
     out = []
     for path, leaf in leaves:
         key = jax.tree_util.keystr(path)
-        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
-            blocks = {block_label(s.index, leaf.shape): s.data for s in leaf.addressable_shards}
-            out.extend((key + label, data) for label, data in sorted(blocks.items()))
+        if isinstance(leaf, jax.Array) and values.is_spread(leaf):
+            shape = tuple(leaf.shape)
+            blocks = {values.block_bounds(s.index, shape): s.data for s in leaf.addressable_shards}
+            if len(blocks) == 1 and values.block_text(next(iter(blocks)), shape) == "[...]":
+                out.append((key, next(iter(blocks.values()))))  # replicated: this rank holds it all
+            else:
+                out.extend((key + values.block_text(b, shape), data) for b, data in sorted(blocks.items()))
         else:
             out.append((key, leaf))
     return out
 
 
-def block_label(index: tuple, shape: tuple) -> str:
-    """``[0:4, :]`` for the block ``index`` (slices) of an array of ``shape``; ``[...]`` for all of it."""
-    return values.block_text(values.block_bounds(index, shape), shape)
+MULTIHOST = "jax.experimental.multihost_utils"
 
 
 def multi_process_hints(code: str, ns: dict, differing: set[str]) -> list[str]:
-    """On a multi-process runtime, a hint for the differing variables computed from what one of
-    JAX's multi-process helpers (``jax.experimental.multihost_utils``) returned: under
-    ``jax.disable_jit`` they may see only this process's data, so such values can differ
-    between the passes by nature."""
+    """On a multi-process runtime (``jax.distributed``), a hint for the differing variables
+    computed from what one of JAX's multi-process helpers (``jax.experimental.multihost_utils``)
+    returned: under ``jax.disable_jit`` they may see only this process's data, so such values
+    can differ between the passes by nature. (Never starts JAX's backend.)"""
     import jax
 
-    if jax.process_count() == 1:
+    if not getattr(jax.distributed, "is_initialized", lambda: False)() or jax.process_count() == 1:
         return []
     helpers = {name for name, fn in called_functions(code, ns).items()
-               if getattr(fn, "__module__", "") == "jax.experimental.multihost_utils"}
+               if isinstance(fn, types.FunctionType) and fn.__module__ == MULTIHOST}
     out = []
     for helper in sorted(helpers):
         names = sorted(computed_from(code, helper) & differing)
@@ -64,39 +68,49 @@ def multi_process_hints(code: str, ns: dict, differing: set[str]) -> list[str]:
     return out
 
 
+def _bindings(tree) -> list[tuple[list, object]]:
+    """(target nodes, value expression) of every binding in a cell: assignments (also annotated,
+    augmented and ``:=``), ``for`` targets (from the iterable), ``with ... as`` (from the context)."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            out.append((node.targets, node.value))
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
+            out.append(([node.target], node.value))
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            out.append(([node.target], node.iter))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            out.extend(([item.optional_vars], item.context_expr) for item in node.items if item.optional_vars)
+    return out
+
+
 def computed_from(code: str, call: str) -> set[str]:
-    """The names the cell assigns from an expression that calls ``call`` (a dotted name as
-    written) or reads a name so assigned before, in statement order."""
+    """The names the cell binds from an expression that calls ``call`` (a dotted name as
+    written) or reads a name so bound anywhere in the cell (loops included)."""
+    bindings = _bindings(ast.parse(code))
     tainted: set[str] = set()
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.value is not None:
-            inner = list(ast.walk(node.value))
-            calls = any(isinstance(n, ast.Call) and ast.unparse(n.func) == call for n in inner)
-            if calls or any(isinstance(n, ast.Name) and n.id in tainted for n in inner):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    while True:
+        before = len(tainted)
+        for targets, value in bindings:
+            inner = list(ast.walk(value))
+            if (any(isinstance(n, ast.Call) and ast.unparse(n.func) == call for n in inner)
+                    or any(isinstance(n, ast.Name) and n.id in tainted for n in inner)):
                 tainted |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return tainted
+        if len(tainted) == before:
+            return tainted
 
 
 def called_functions(code: str, ns: dict) -> dict[str, object]:
     """{dotted name as written: object} of what the cell's code calls by a name or an attribute
-    chain of ``ns`` (``f(...)``, ``multihost_utils.process_allgather(...)``)."""
+    chain of ``ns`` (``f(...)``, ``multihost_utils.process_allgather(...)``), looked up without
+    running any code (mpinb.engine.stall.resolve)."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
         return {}
-    found = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            with contextlib.suppress(Exception):
-                name = ast.unparse(node.func)
-                parts = name.split(".")
-                if parts[0] in ns and all(p.isidentifier() for p in parts):
-                    value = ns[parts[0]]
-                    for attr in parts[1:]:
-                        value = inspect.getattr_static(value, attr)
-                    found[name] = value
-    return found
+    scopes = (ns, vars(builtins))
+    return {ast.unparse(node.func): target for node in ast.walk(tree) if isinstance(node, ast.Call)
+            for target in [resolve(node.func, scopes)] if target is not None}
 
 
 def is_array_tree(value) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import PullError
+from ..wire.values import block_bounds, is_spread
 from .code import namespace
 
 
@@ -19,8 +20,8 @@ def local_parts(name: str, max_bytes: int) -> dict:
     if name not in ns:
         raise PullError(f"pull: no variable {name!r} on this rank")
     value = ns[name]
-    if _is_global(value):
-        blocks = [(_bounds(shard.index, value.shape), np.asarray(shard.data))
+    if is_spread(value):
+        blocks = [(block_bounds(shard.index, tuple(value.shape)), np.asarray(shard.data))
                   for shard in value.addressable_shards if shard.replica_id == 0]
         _check_size(name, sum(b.nbytes for _, b in blocks), max_bytes)
         return {"kind": "global", "shape": tuple(value.shape), "dtype": str(value.dtype), "blocks": blocks}
@@ -34,14 +35,6 @@ def local_parts(name: str, max_bytes: int) -> dict:
     return {"kind": "local", "array": array}
 
 
-def _is_global(value) -> bool:
-    """A jax.Array that this process does not hold whole (sharded across processes)."""
-    return hasattr(value, "addressable_shards") and not getattr(value, "is_fully_addressable", True)
-
-
-def _bounds(index: tuple, shape: tuple) -> list[tuple[int, int]]:
-    """A shard's index (a tuple of slices) as (start, stop) per dimension."""
-    return [tuple(s.indices(n)[:2]) for s, n in zip(index, shape, strict=True)]
 
 
 def _check_size(name: str, nbytes: int, max_bytes: int) -> None:

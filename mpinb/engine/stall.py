@@ -98,19 +98,19 @@ def jitted_call(frame) -> str | None:
     scopes = (frame.f_locals, frame.f_globals, vars(builtins))
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            target = _resolve(node.func, scopes)
+            target = resolve(node.func, scopes)
             if target is not None and hasattr(target, "lower") and hasattr(target, "__wrapped__"):
                 return getattr(target, "__name__", None) or "jitted function"
     return None
 
 
-def _resolve(node, scopes):
+def resolve(node, scopes):
     """The object a name or attribute chain refers to, looked up without running any code
     (no properties, no __getattr__); None if unknown."""
     if isinstance(node, ast.Name):
         return next((scope[node.id] for scope in scopes if node.id in scope), None)
     if isinstance(node, ast.Attribute):
-        base = _resolve(node.value, scopes)
+        base = resolve(node.value, scopes)
         if base is not None:
             return inspect.getattr_static(base, node.attr, None)
     return None

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from mpi4py import MPI
 
 from . import validation as v
-from .jax_compat import Primitive, batching, mlir
+from .jax_compat import Primitive, batching, mlir, shard_map_manual_axes, varying_like_inputs
 from .primitives import make_primitive
 from .rules import aval, instantiate, linear, linear_for_sum, move, not_differentiable, same
 
@@ -37,14 +37,24 @@ allreduce_p = make_primitive("allreduce", same, _allreduce_attrs, aliases=lambda
 # call, no custom call. Transposing it gives allreduce again.
 allreduce_transpose_p = Primitive("mpinb_allreduce_transpose")
 allreduce_transpose_p.def_impl(lambda x, **_: x)
-allreduce_transpose_p.def_abstract_eval(same)
+allreduce_transpose_p.def_abstract_eval(varying_like_inputs(same))
 mlir.register_lowering(allreduce_transpose_p, lambda ctx, x, **_: [x])
 linear(allreduce_transpose_p, lambda ct, x, *, comm, op: [allreduce_p.bind(instantiate(ct), comm=comm, op=op)])
 batching.primitive_batchers[allreduce_transpose_p] = lambda args, dims, **p: (
     allreduce_transpose_p.bind(*args, **p), dims[0])
 
-linear_for_sum(allreduce_p,
-                lambda ct, x, *, comm, op: [allreduce_transpose_p.bind(instantiate(ct), comm=comm, op=op)])
+
+
+def _allreduce_transpose(ct, x, *, comm, op):
+    """Outside shard_map, mpi4jax's rule (each rank's replicated result counts once: the
+    identity). Inside a shard_map body each process's copy of the result is an element of its
+    own in the global output, as for ``lax.psum`` there: the cotangents are summed."""
+    if shard_map_manual_axes():
+        return [allreduce_p.bind(instantiate(ct), comm=comm, op=op)]
+    return [allreduce_transpose_p.bind(instantiate(ct), comm=comm, op=op)]
+
+
+linear_for_sum(allreduce_p, _allreduce_transpose)
 batching.primitive_batchers[allreduce_p] = lambda args, dims, **p: (allreduce_p.bind(*args, **p), dims[0])
 
 
@@ -233,6 +243,11 @@ def reduce(x, op, root, *, comm=None):
 
 
 def _gather_abstract(x, *, comm, root):
+    if comm.size > 1 and shard_map_manual_axes():
+        raise NotImplementedError(
+            "mpinb: gather inside shard_map: its result has shape (size, ...) on the root and x's shape "
+            "on the other ranks, which would make a global array of a different shape on each process; "
+            "use allgather (or jax.lax.all_gather)")
     if comm.rank == root:
         return aval((comm.size, *x.shape), x.dtype)
     return aval(x.shape, x.dtype)

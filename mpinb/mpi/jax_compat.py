@@ -283,26 +283,52 @@ def shard_map_local_devices(ctx: mlir.LoweringRuleContext, mesh) -> int:
     return sum(1 for d in flat if d.process_index == jax.process_index())
 
 
+def shard_map_manual_axes() -> frozenset:
+    """The mesh axes a ``shard_map`` body being traced now is manual over (its values may
+    differ along them); empty outside any ``shard_map``. Known on JAX 0.10 (the context's
+    abstract mesh), empty before."""
+    try:
+        from jax._src import mesh as _mesh
+    except ImportError:
+        return frozenset()
+    if not hasattr(_mesh, "get_abstract_mesh"):
+        return frozenset()
+    return frozenset(getattr(_mesh.get_abstract_mesh(), "manual_axes", ()))
+
+
+def _checks_vma() -> bool:
+    """Whether JAX checks how values vary over manual axes here (``shard_map(check_vma=True)``)."""
+    from jax._src import config as _config
+
+    check = getattr(_config, "_check_vma", None)
+    return bool(check is not None and check.value)
+
+
 def varying_like_inputs(abstract_eval):
-    """``abstract_eval`` whose results vary over the same ``shard_map`` axes as its first operand
-    (JAX's check of ``out_specs`` then refuses to treat a per-process result as replicated).
-    Outside ``shard_map`` nothing changes. JAX keeps those axes in ``manual_axis_type`` (0.10,
-    with the manual mesh in ``sharding``), in ``vma`` (0.6.1..0.9), or not at all (older)."""
+    """``abstract_eval`` whose results, inside a ``shard_map`` body, vary over every manual axis
+    (an MPI result differs per process whatever its operand: ``scan``, ``recv``, ``allreduce``
+    on a sub-communicator), so that JAX's check of ``out_specs`` refuses to take one as
+    replicated. Outside ``shard_map`` nothing changes. JAX keeps those axes in
+    ``manual_axis_type`` (0.10, with the manual mesh in ``sharding``), in ``vma`` (0.6.1..0.9:
+    there the operands' axes only), or not at all (older)."""
     def rule(*avals, **params):
         out = abstract_eval(*avals, **params)
-        first = avals[0] if avals else None
-        outs = [_varying_like(o, first) for o in (out if isinstance(out, list) else [out])]
+        outs = [_varying(o, avals) for o in (out if isinstance(out, list) else [out])]
         return outs if isinstance(out, list) else outs[0]
     return rule
 
 
-def _varying_like(out, first):
+def _varying(out, avals):
     from jax.sharding import NamedSharding, PartitionSpec
 
-    mat = getattr(first, "manual_axis_type", None)
-    if mat is not None and not mat.empty:  # JAX 0.10
-        return out.update(sharding=NamedSharding(first.sharding.mesh, PartitionSpec()), manual_axis_type=mat)
-    vma = getattr(first, "vma", None)
-    if vma:  # JAX 0.6.1..0.9
+    axes = shard_map_manual_axes() if _checks_vma() else frozenset()
+    if axes and hasattr(out, "manual_axis_type"):  # JAX 0.10
+        from jax._src import mesh as _mesh
+
+        varying = axes.union(*(a.manual_axis_type.varying for a in avals if hasattr(a, "manual_axis_type")))
+        return out.update(sharding=NamedSharding(_mesh.get_abstract_mesh(), PartitionSpec()),
+                          manual_axis_type=_core.ManualAxisType(varying=varying))
+    vma = frozenset().union(*(getattr(a, "vma", None) or () for a in avals))
+    if vma and hasattr(out, "vma"):  # JAX 0.6.1..0.9
         return out.update(vma=vma)
     return out

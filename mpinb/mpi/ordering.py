@@ -259,7 +259,7 @@ def _shard_map(rule, jaxpr_param: str):
 def _refuse_several_local_devices(local: int) -> None:
     if local > 1:
         raise NotImplementedError(
-            f"mpinb: a collective inside shard_map over a mesh with {local} devices of this process; "
+            f"mpinb: a collective inside shard_map (or pmap) over a mesh with {local} devices of this process; "
             "mpinb's collectives talk between MPI processes, so the body may run only once per "
             "process: use a mesh of one device per process (or JAX's lax collectives)")
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 from ..analysis.grouping import label
 from ..wire.values import block_text
 
+#: at most this many row bands, column bands, or listed blocks are drawn
+MAX_BANDS = 16
+
 
 def holders(blocks: list) -> dict[tuple, list[int]]:
     """{bounds: [process, ...]} from [(process, bounds)]."""
@@ -30,14 +33,17 @@ def picture(name: str, summary: dict) -> list[str]:
     blocks, shape = summary.get("blocks"), tuple(summary.get("shape", ()))
     if not blocks or not shape:
         return []
+    array = f"{name}: {summary.get('dtype', '')}[{','.join(map(str, shape))}]"
+    if isinstance(blocks, int):  # more devices than mpinb.wire.values.MAX_BLOCKS
+        return [f"{array} on {blocks} devices (too many blocks to draw)"]
     held = holders(blocks)
-    dtype = summary.get("dtype", "")
-    head = (f"{name}: {dtype}[{','.join(map(str, shape))}] in {len(held)} block{'s' * (len(held) != 1)} "
-            f"over {label(p for p, _ in blocks)}")
-    if len(shape) > 2:
-        width = max(len(block_text(b, shape)) for b in held)
-        return [head, *(f"  {block_text(b, shape):<{width}}  {label(ps)}" for b, ps in sorted(held.items()))]
-    return [head, *_grid(held, shape)]
+    head = f"{array} in {len(held)} block{'s' * (len(held) != 1)} over {label(p for p, _ in blocks)}"
+    if len(shape) <= 2 and len({b[0] for b in held}) <= MAX_BANDS and len({b[-1] for b in held}) <= MAX_BANDS:
+        return [head, *_grid(held, shape)]
+    width = max(len(block_text(b, shape)) for b in held)
+    lines = [f"  {block_text(b, shape):<{width}}  {label(ps)}" for b, ps in sorted(held.items())]
+    more = len(lines) - MAX_BANDS
+    return [head, *lines[:MAX_BANDS], *([f"  ... {more} more blocks"] if more > 0 else [])]
 
 
 def _grid(held: dict, shape: tuple) -> list[str]:

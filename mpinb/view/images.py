@@ -158,11 +158,14 @@ def pulled(name: str, array: np.ndarray) -> dict[str, str]:
         return {"text/plain": words, "text/html": f"<div>{html.escape(words)}</div>"}
     first = (0,) * max(0, a.ndim - 2)
     what = f"{name}[{', '.join(map(str, first))}, :, :]" if first else name
-    values = sample(a.reshape(1, -1) if a.ndim == 1 else a[first])
+    plane = a.reshape(1, -1) if a.ndim == 1 else a[first]
+    values = sample(plane)
     lo, hi = scale([values])
-    words = f"picture {what}: {values.shape[0]}x{values.shape[1]} values, colour scale {lo:.4g} to {hi:.4g}"
-    if values.shape != a.shape[-2:] and a.ndim > 1:
-        words += f" (sampled from {a.shape[-2]}x{a.shape[-1]})"
+    magnitude = "|x| " if a.dtype.kind == "c" else ""
+    words = (f"picture {what}: {values.shape[0]}x{values.shape[1]} values, {magnitude}colour scale "
+             f"{lo:.4g} to {hi:.4g}")
+    if values.shape != plane.shape:
+        words += f" (sampled from {plane.shape[0]}x{plane.shape[1]})"
     body = (f"<div class='mpinb-pulled'><div>{html.escape(words)}</div>{_img(picture(values, lo, hi), what)}"
             f"{colour_bar(lo, hi)}</div>")
     return {"text/plain": words, "text/html": body}

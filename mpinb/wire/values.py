@@ -32,24 +32,42 @@ def block_text(bounds: tuple, shape: tuple) -> str:
     return "[...]" if all(p == ":" for p in parts) else f"[{', '.join(parts)}]"
 
 
-def blocks_of(value) -> list | None:
+#: at most this many devices' blocks travel for the picture of a sharded array
+MAX_BLOCKS = 256
+
+
+def blocks_of(value) -> list | int | None:
     """[(process, bounds)] of a JAX array spread over several devices: which process holds which
-    block (each pair once); None for a value on one device or not a JAX array."""
+    block (each pair once); the number of devices if over MAX_BLOCKS; None for a value on one
+    device or not a JAX array."""
     sharding = getattr(value, "sharding", None)
-    if sharding is None or len(getattr(sharding, "device_set", ())) < 2:
+    devices = len(getattr(sharding, "device_set", ()))
+    if devices < 2:
         return None
+    if devices > MAX_BLOCKS:
+        return devices
     shape = tuple(value.shape)
     return sorted({(device.process_index, block_bounds(index, shape))
                    for device, index in sharding.devices_indices_map(shape).items()})
 
 
+def is_spread(value) -> bool:
+    """A JAX array this process does not hold whole (sharded across processes)."""
+    return hasattr(value, "addressable_shards") and not getattr(value, "is_fully_addressable", True)
+
+
 def _local_data(value):
-    """The values this process can read: all of an ordinary array, this process's blocks of a
-    JAX array spread over several processes (flattened, each block once)."""
-    if getattr(value, "is_fully_addressable", True):
+    """The values this process can read: all of an ordinary array, or of a JAX array replicated
+    on this process; of one spread over several processes, this process's blocks (flattened,
+    each block once; empty when it holds none)."""
+    if not is_spread(value):
         return np.asarray(value)
     shape = tuple(value.shape)
     mine = {block_bounds(s.index, shape): s.data for s in value.addressable_shards}
+    if len(mine) == 1 and block_text(next(iter(mine)), shape) == "[...]":
+        return np.asarray(next(iter(mine.values())))  # replicated: this rank holds it all
+    if not mine:
+        return np.empty((0,), np.dtype(value.dtype))
     return np.concatenate([np.asarray(mine[k]).reshape(-1) for k in sorted(mine)])
 
 
@@ -95,6 +113,8 @@ def describe(summary: dict) -> str:
         return summary.get("repr", "")
     shape = ",".join(map(str, summary["shape"]))
     parts = [f"{summary['dtype']}[{shape}]"]
+    if summary.get("local") and summary.get("preview") == "[]":
+        return f"{parts[0]}  no block on this rank"
     if summary.get("local"):
         parts.append("this rank's blocks:")
     if "min" in summary:
