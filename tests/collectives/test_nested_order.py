@@ -56,8 +56,9 @@ def _shard_map(f):
     if shard_map is None:  # before JAX 0.7, which wants a replication rule for every primitive
         from jax.experimental.shard_map import shard_map
         unchecked = {"check_rep": False}
-    return shard_map(f, mesh=Mesh(jax.devices()[:1], ("x",)), in_specs=PartitionSpec(),
-                     out_specs=PartitionSpec(), **unchecked)
+    # (out_specs P("x"): mpinb's results vary over the mesh's axis, even of a replicated operand)
+    return shard_map(f, mesh=Mesh(jax.devices()[:1], ("x",)), in_specs=PartitionSpec("x"),
+                     out_specs=PartitionSpec("x"), **unchecked)
 
 
 WRAPPERS = {
