@@ -44,7 +44,6 @@ batching.primitive_batchers[allreduce_transpose_p] = lambda args, dims, **p: (
     allreduce_transpose_p.bind(*args, **p), dims[0])
 
 
-
 def _allreduce_transpose(ct, x, *, comm, op):
     """Outside shard_map, mpi4jax's rule (each rank's replicated result counts once: the
     identity). Inside a shard_map body each process's copy of the result is an element of its

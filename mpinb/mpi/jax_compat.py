@@ -98,6 +98,7 @@ __all__ = [
     "register_dce_rule",
     "register_lowering",
     "shard_map_local_devices",
+    "shard_map_manual_axes",
     "shard_map_with_replicated",
     "varying_like_inputs",
 ]
