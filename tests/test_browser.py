@@ -287,8 +287,10 @@ def test_an_attendee_s_path_through_a_mistake_a_hang_a_restart_and_a_stale_globa
         blocked = hang.locator(".mpinb-live[data-rank='0'] .mpinb-live-state", has_text="blocked in allreduce")
         blocked.wait_for(timeout=120_000)
         hang.locator(".mpinb-live[data-rank='1'] .mpinb-live-state[data-state='finished']").wait_for(timeout=30_000)
-        # half-way through the 20 s timeout: the box still says where rank 0 waits, and for how long
-        halfway = re.compile(r"running 1\d s, blocked in allreduce \(call 1, 12 B, waiting 1\d\.\d s\)")
+        # half-way through the 20 s timeout: the box still says where rank 0 waits (the
+        # collective and the cell's line), and for how long
+        halfway = re.compile(r"running 1\d s, blocked in allreduce \(call 1, 12 B, waiting 1\d\.\d s\) "
+                             r"at Cell In\[\d+\], line \d+")
         hang.locator(".mpinb-live[data-rank='0'] .mpinb-live-state", has_text=halfway).wait_for(timeout=60_000)
         printed = hang.locator(".mpinb-live-output-1", has_text="done on rank 1")
         printed.wait_for(timeout=30_000)
