@@ -11,12 +11,25 @@ rank's), ``launch/`` (starting the MPI job), ``wire/`` (what crosses), ``analysi
 ``view/`` (what the notebook makes of it); the README's "How the code is arranged" lists the files.
 """
 
-__version__ = "0.1.0"
-__all__ = ["CellOptions", "MPICluster", "ViewOptions"]
+__all__ = ["CellOptions", "MPICluster", "ViewOptions", "__version__"]
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's, the one place it is written);
+    ``0+unknown`` for a source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mpinb")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 def __getattr__(name: str):
-    """``mpinb.MPICluster`` and the option classes, imported on first use."""
+    """``mpinb.__version__``, ``mpinb.MPICluster`` and the option classes, computed or imported
+    on first use."""
+    if name == "__version__":
+        return _version()
     if name == "MPICluster":
         from .client.cluster import MPICluster
 

@@ -1,4 +1,5 @@
-"""Command line: ``mpinb demo [-n N]`` (also ``python -m mpinb demo``)."""
+"""Command line: ``mpinb demo [-n N]``, ``mpinb tutorials [DIR] [--force]``, ``mpinb --version``
+(also ``python -m mpinb ...``)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,44 @@ import argparse
 import sys
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="mpinb", description="mpinb: distributed JAX over MPI, interactively")
-    sub = parser.add_subparsers(dest="command", required=True)
+def parser() -> argparse.ArgumentParser:
+    from . import __version__
+    from .workshop import DEFAULT_DIR
+
+    top = argparse.ArgumentParser(prog="mpinb", description="mpinb: distributed JAX over MPI, interactively")
+    top.add_argument("--version", action="version", version=f"mpinb {__version__}")
+    sub = top.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the distributed-transpose demo on N MPI engines")
     demo.add_argument("-n", type=int, default=4, help="number of MPI ranks (default 4)")
-    args = parser.parse_args(argv)
+    tutorials = sub.add_parser(
+        "tutorials", help="copy the workshop notebooks into a folder",
+        description="Copy the workshop notebooks into DIR. A notebook you changed there is kept "
+                    "unless --force; one still as mpinb wrote it is brought up to date.")
+    tutorials.add_argument("dir", nargs="?", default=DEFAULT_DIR, metavar="DIR",
+                           help=f"the folder to copy into (default ./{DEFAULT_DIR}; made if missing)")
+    tutorials.add_argument("--force", action="store_true", help="also replace notebooks you changed")
+    return top
+
+
+def main(argv=None) -> int:
+    top = parser()
+    args = top.parse_args(argv)
     if args.command == "demo":
         if args.n < 1:
-            parser.error("-n must be at least 1")
+            top.error("-n must be at least 1")
         from .demo import run
 
         return run(args.n)
+    if args.command == "tutorials":
+        from .workshop import copy_tutorials
+
+        try:
+            report = copy_tutorials(args.dir, force=args.force)
+        except OSError as exc:
+            print(f"mpinb tutorials: {exc}", file=sys.stderr)
+            return 1
+        print("\n".join(report.lines()))
+        return 0
     return 2  # pragma: no cover
 
 

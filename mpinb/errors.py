@@ -10,6 +10,8 @@
     ├── CellFailed            a rank failed, died or did not finish a %%mpijax cell
     └── PullError             %mpijax pull: no such variable, not an array, too large
 
+    JaxVersionWarning         JAX is newer than the newest series mpinb was tested with
+
 Bad arguments are ``ValueError``/``TypeError`` as usual in Python (and as in mpi4jax). Code
 tells errors apart by their class, never by their message.
 """
@@ -83,3 +85,8 @@ class CellFailed(MpinbError):
 
 class PullError(MpinbError):
     """``%mpijax pull`` / ``MPICluster.pull``: no such variable, not an array, or too large."""
+
+
+class JaxVersionWarning(UserWarning):
+    """The installed JAX is newer than the newest series mpinb was tested with (it may work)."""
+

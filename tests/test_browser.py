@@ -42,7 +42,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
-    shutil.copy(ROOT / "notebooks" / "01_quickstart.ipynb", root)
+    shutil.copy(ROOT / "mpinb" / "tutorials" / "01_quickstart.ipynb", root)
     # no "Would you like to get notified about Jupyter news?" toast over the notebook
     settings = root / ".jupyter" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)

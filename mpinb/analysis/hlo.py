@@ -46,7 +46,7 @@ XLA_COLLECTIVES = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-s
 # ----------------------------------------------------------------------------- warnings
 
 
-TUTORIAL = "notebooks/02_debugging_transpose.ipynb"
+TUTORIAL = "mpinb/tutorials/02_debugging_transpose.ipynb"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,11 +29,13 @@ releases, so it is named once, with what it is for:
   ``BatchTracer`` (``parent_trace``, ``axis_data.size``).
 
 Works with JAX 0.4.36 to 0.10.2 (the collective suite, nested ordering included, passed on
-0.4.36, 0.5.0, 0.6.0, 0.7.0 and 0.10.2 at 1, 2 and 4 ranks). CI runs the whole suite on the newest release allowed
-and the collective suite on the floor, the lower bound of ``jax>=0.4.36,<0.11`` in
-``pyproject.toml`` (.ci/floor); the upper bound is kept as mpi4jax keeps one. When a new JAX
-breaks something, this module is where to adapt; when an old one would need too much here,
-raise that lower bound.
+0.4.36, 0.5.0, 0.6.0, 0.7.0 and 0.10.2 at 1, 2 and 4 ranks). CI runs the whole suite on the newest
+release and the collective suite on the floor, the lower bound of ``jax>=`` in ``pyproject.toml``
+(.ci/floor). There is no upper bound: a JAX newer than ``NEWEST_TESTED`` is let through with a
+``JaxVersionWarning`` at import, and an internal it no longer has is an ``ImportError`` that names
+the internal, what mpinb used it for and which JAX to install (README, "Which JAX"). When a new JAX
+breaks something, this module is where to adapt; when an old one would need too much here, raise
+that lower bound.
 """
 
 from __future__ import annotations
@@ -41,22 +43,87 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import warnings
 
-from jax._src import ad_checkpoint as _ad_checkpoint
-from jax._src import core as _core
-from jax._src import custom_derivatives as _custom_derivatives
-from jax._src import pjit as _pjit
-from jax._src.dispatch import apply_primitive
-from jax._src.interpreters import mlir as _mlir_internal
-from jax._src.interpreters import partial_eval as _pe_src
-from jax._src.interpreters.batching import BatchTrace, BatchTracer
-from jax._src.lib.mlir import ir
-from jax._src.lib.mlir.dialects import hlo
-from jax.core import ShapedArray, Tracer
-from jax.extend.core import ClosedJaxpr, Jaxpr, Primitive
-from jax.extend.core import primitives as _prims
-from jax.interpreters import ad, batching, mlir
-from jax.interpreters import partial_eval as _pe
+import jax
+
+from ..errors import JaxVersionWarning
+
+#: the oldest JAX mpinb runs on (pyproject.toml's ``jax>=``) and the newest series it was tested on
+FLOOR = (0, 4, 36)
+NEWEST_TESTED = (0, 10)
+
+
+def release(version: str) -> tuple[int, ...]:
+    """(0, 10, 2) from '0.10.2' or '0.10.2.dev20260101'; () when there is no number."""
+    numbers = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        numbers.append(int(part))
+    return tuple(numbers)
+
+
+def _dotted(numbers: tuple[int, ...]) -> str:
+    return ".".join(map(str, numbers))
+
+
+def _next_series() -> str:
+    return f"{NEWEST_TESTED[0]}.{NEWEST_TESTED[1] + 1}"
+
+
+def check_jax_version(version: str) -> None:
+    """Refuse a JAX older than the floor (ImportError); warn about one newer than the newest
+    series tested (it may well work: most releases keep what mpinb uses)."""
+    numbers = release(version)
+    if numbers and numbers < FLOOR:
+        raise ImportError(f"mpinb needs JAX {_dotted(FLOOR)} or newer; JAX {version} is installed: "
+                          f"pip install 'jax>={_dotted(FLOOR)}'")
+    if numbers[:2] > NEWEST_TESTED:
+        warnings.warn(f"mpinb was tested with JAX {_dotted(FLOOR)} to {_dotted(NEWEST_TESTED)}.x; JAX {version} "
+                      f"is installed. If a collective fails to trace or compile, pip install "
+                      f"'jax<{_next_series()}' (and report it).", JaxVersionWarning, stacklevel=2)
+
+
+check_jax_version(jax.__version__)
+
+
+def _internal(module: str, name: str | None = None, *, purpose: str):
+    """``module`` (or its attribute ``name``): a JAX internal. One this JAX lacks is an
+    ImportError that names it, what mpinb needs it for and the JAX to install."""
+    try:
+        found = importlib.import_module(module)
+        return getattr(found, name) if name else found
+    except (ImportError, AttributeError) as exc:
+        what = f"{module}.{name}" if name else module
+        raise ImportError(
+            f"mpinb: JAX {jax.__version__} has no {what} (used for {purpose}); mpinb was tested with "
+            f"JAX {_dotted(FLOOR)} to {_dotted(NEWEST_TESTED)}.x: pip install 'jax<{_next_series()}', "
+            f"or an mpinb that supports JAX {jax.__version__}"
+        ) from exc
+
+
+_ad_checkpoint = _internal("jax._src.ad_checkpoint", purpose="ordering inside checkpoint")
+_core = _internal("jax._src.core", purpose="building jaxprs and reading the current trace")
+_custom_derivatives = _internal("jax._src.custom_derivatives", purpose="ordering inside custom_jvp/custom_vjp")
+_pjit = _internal("jax._src.pjit", purpose="ordering inside nested jit")
+apply_primitive = _internal("jax._src.dispatch", "apply_primitive", purpose="running a collective eagerly")
+_mlir_internal = _internal("jax._src.interpreters.mlir", purpose="lowering the custom calls")
+_pe_src = _internal("jax._src.interpreters.partial_eval", purpose="keeping collectives through dead-code removal")
+BatchTrace = _internal("jax._src.interpreters.batching", "BatchTrace", purpose="recv under vmap")
+BatchTracer = _internal("jax._src.interpreters.batching", "BatchTracer", purpose="recv under vmap")
+ir = _internal("jax._src.lib.mlir", "ir", purpose="lowering the custom calls")
+hlo = _internal("jax._src.lib.mlir.dialects", "hlo", purpose="lowering the custom calls")
+ShapedArray = _internal("jax.core", "ShapedArray", purpose="abstract values of results")
+Tracer = _internal("jax.core", "Tracer", purpose="telling traced operands apart")
+ClosedJaxpr = _internal("jax.extend.core", "ClosedJaxpr", purpose="ordering inside nested computations")
+Jaxpr = _internal("jax.extend.core", "Jaxpr", purpose="ordering inside nested computations")
+Primitive = _internal("jax.extend.core", "Primitive", purpose="the collectives' primitives")
+_prims = _internal("jax.extend.core.primitives", purpose="ordering inside nested computations")
+ad = _internal("jax.interpreters.ad", purpose="the collectives' autodiff rules")
+batching = _internal("jax.interpreters.batching", purpose="the collectives' vmap rules")
+mlir = _internal("jax.interpreters.mlir", purpose="lowering the custom calls")
+_pe = _internal("jax.interpreters.partial_eval", purpose="keeping collectives through dead-code removal")
 
 _SHARD_MAP_MODULES = []
 for _name in ("jax._src.shard_map", "jax.experimental.shard_map"):

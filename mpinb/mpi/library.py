@@ -10,11 +10,15 @@ pointers), every handle would be garbage: that is refused here with instructions
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
 import platform
+import re
 import threading
 
 from mpi4py import MPI
+
+from .jax_compat import release
 
 DEBUG_ENV = "MPINB_DEBUG"
 CHECKED_ENV = "MPINB_CHECKED"
@@ -52,6 +56,38 @@ REBUILD_HINT = (
 )
 
 
+#: libmpi's soname -> the MPI family that ships it (what a built library needs, read from its file)
+SONAMES = {"libmpi.so.12": "MPICH", "libmpi.so.40": "Open MPI"}
+
+
+def needed_libmpi(path: str | None) -> str:
+    """The libmpi soname a compiled library asks for ('' when unknown): read from its file, since
+    a library that does not load cannot say it."""
+    try:
+        with open(path or "", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return ""
+    found = re.search(rb"libmpi\.so\.[0-9]+", data)
+    return found.group().decode() if found else ""
+
+
+def unloadable_message(error: str, loaded_by_mpi4py: str) -> str:
+    """Why ``mpinb._ffi`` did not load, naming both MPIs when they differ, and the fix."""
+    spec = importlib.util.find_spec("mpinb._ffi")
+    if spec is None:
+        return ("mpinb: the compiled collective library mpinb._ffi is missing: this is a source tree "
+                "that was never built. Install it: pip install -e '.[mpich]' (README, Quick start).")
+    needed = needed_libmpi(spec.origin)
+    built_for = SONAMES.get(needed, "")
+    runtime = mpi_family(loaded_by_mpi4py)
+    first = loaded_by_mpi4py.strip().splitlines()[0] if loaded_by_mpi4py.strip() else "?"
+    if built_for and runtime != "unknown" and built_for != runtime:
+        return (f"mpinb: the collective library was built against {built_for} (it needs {needed}), but "
+                f"mpi4py loaded {runtime} ({first}).\n" + REBUILD_HINT)
+    return f"mpinb: cannot load the compiled collective library {spec.origin} ({error}).\n" + REBUILD_HINT
+
+
 def check_mpi_match(build: dict, loaded_by_ffi: str, loaded_by_mpi4py: str) -> None:
     """Raise ImportError when the extension and mpi4py disagree on the MPI implementation."""
     runtime = mpi_family(loaded_by_mpi4py)
@@ -69,21 +105,11 @@ def check_mpi_match(build: dict, loaded_by_ffi: str, loaded_by_mpi4py: str) -> N
         )
 
 
-def _release(version: str) -> tuple[int, ...]:
-    """(0, 10, 2) from '0.10.2' or '0.10.2.dev20260101'; () when there is no number."""
-    numbers = []
-    for part in version.split("."):
-        if not part.isdigit():
-            break
-        numbers.append(int(part))
-    return tuple(numbers)
-
-
 def check_jaxlib_match(built_with: str, installed: str) -> None:
     """Raise ImportError when the extension was compiled against a newer jaxlib than the one
     installed: XLA would refuse its handlers' FFI API version when the CPU backend starts,
     and no JAX computation would run in this process (older headers work with newer XLA)."""
-    if _release(built_with) and _release(installed) and _release(built_with) > _release(installed):
+    if release(built_with) and release(installed) and release(built_with) > release(installed):
         raise ImportError(
             f"mpinb: the collective library was compiled against jaxlib {built_with}, newer than "
             f"the installed jaxlib {installed}. Rebuild it against the installed one:\n"
@@ -127,11 +153,7 @@ def load():
         try:
             from mpinb import _ffi as ext
         except ImportError as exc:
-            raise ImportError(
-                f"mpinb: cannot load the compiled collective library ({exc}). If it was never built, "
-                "install with `pip install -e .`; if the error names libmpi, the MPI it was built "
-                "for is not the one mpi4py loaded.\n" + REBUILD_HINT
-            ) from exc
+            raise ImportError(unloadable_message(str(exc), MPI.Get_library_version())) from exc
         check_mpi_match(ext.build_info(), ext.loaded_library_version(), MPI.Get_library_version())
         provided = MPI.Query_thread()
         if provided < MPI.THREAD_SERIALIZED:
