@@ -1,0 +1,147 @@
+"""An installed mpinb, used as a user would, from a folder outside the source tree (run by
+.ci/package in a fresh virtual environment holding the wheel or the sdist):
+
+1. the package imported is the installed one, not the source tree;
+2. every module of the source tree's package is installed, and imports;
+3. ``mpinb --version`` is the distribution's version;
+4. ``mpinb tutorials DIR`` writes the notebooks the package ships;
+5. ``mpinb demo -n 2`` passes;
+6. the first workshop notebook, copied by ``mpinb tutorials``, executes on 2 ranks without an error.
+
+Exit status 0 only if all hold; each step prints one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def step(text: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
+
+
+def source_modules(source: Path) -> list[str]:
+    """The dotted names of the source tree's modules (in folders with an ``__init__.py``)."""
+    names = []
+    for path in sorted((source / "mpinb").rglob("*.py")):
+        if not (path.parent / "__init__.py").exists():
+            continue
+        parts = list(path.relative_to(source).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join(parts))
+    return names
+
+
+def hermetic_environment(root: str) -> None:
+    """IPython's and Jupyter's files in a temporary folder, as the test suite keeps them."""
+    for variable in ("IPYTHONDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
+        os.environ[variable] = os.path.join(root, variable.lower())
+        os.makedirs(os.environ[variable])
+
+
+def check_installed(source: Path) -> None:
+    import mpinb
+
+    where = Path(mpinb.__file__).resolve().parent
+    assert source.resolve() not in where.parents and where != source / "mpinb", f"imported from the source: {where}"
+    assert "site-packages" in where.parts, where
+    step(f"mpinb {mpinb.__version__} imported from {where}")
+
+
+def check_modules(source: Path) -> None:
+    modules = source_modules(source)
+    assert len(modules) > 40, modules
+    failed = {}
+    for name in modules:
+        if name.endswith("__main__"):  # runs the command line when imported
+            assert importlib.util.find_spec(name) is not None, name
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - every failure is reported, then the check fails
+            failed[name] = f"{type(exc).__name__}: {exc}"
+    detail = "\n".join(f"  {name}: {error}" for name, error in failed.items())
+    assert not failed, f"modules that do not import from the install:\n{detail}"
+    assert importlib.util.find_spec("mpinb._ffi") is not None, "the compiled library is missing"
+    step(f"all {len(modules)} modules of the source tree are installed and import, and mpinb._ffi")
+
+
+def run(*cmd: str, **kwargs) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    assert proc.returncode == 0, \
+        f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def check_version() -> None:
+    out = run("mpinb", "--version").stdout.strip()
+    assert out == f"mpinb {importlib.metadata.version('mpinb')}", out
+    step(out)
+
+
+def check_tutorials(folder: str) -> list[str]:
+    from mpinb import workshop
+
+    out = run("mpinb", "tutorials", folder).stdout
+    shipped = list(workshop.notebooks())
+    written = sorted(p.name for p in Path(folder).glob("*.ipynb"))
+    assert written == shipped and len(shipped) >= 4, (written, shipped, out)
+    step(f"mpinb tutorials {folder}: {', '.join(written)}")
+    return written
+
+
+def check_demo() -> None:
+    started = time.monotonic()
+    out = run("mpinb", "demo", "-n", "2", timeout=600).stdout
+    assert out.rstrip().splitlines()[-1].startswith("OK: 2 ranks"), out[-2000:]
+    step(f"mpinb demo -n 2: OK ({time.monotonic() - started:.0f} s)")
+
+
+def check_notebook(folder: str, name: str) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    os.environ["MPINB_NOTEBOOK_RANKS"] = "2"
+    path = Path(folder) / name
+    nb = nbformat.read(path, as_version=4)
+    started = time.monotonic()
+    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=False,
+                   resources={"metadata": {"path": folder}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    views = [o for o in outputs if "[rank 0]" in o.get("data", {}).get("text/plain", "")]
+    assert views, "no %%mpijax view in the executed notebook"
+    step(f"{name} executed on 2 ranks: {len(outputs)} outputs, {len(views)} views "
+         f"({time.monotonic() - started:.0f} s)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", required=True, type=Path, help="the source tree the package was built from")
+    parser.add_argument("--kind", default="install", help="what was installed (for the log)")
+    args = parser.parse_args()
+    assert not (Path.cwd() / "mpinb").exists(), "run this from a folder outside the source tree"
+    with tempfile.TemporaryDirectory(prefix=f"mpinb-{args.kind}-") as root:
+        hermetic_environment(root)
+        check_installed(args.source)
+        check_modules(args.source)
+        check_version()
+        folder = os.path.join(root, "my-tutorials")
+        notebooks = check_tutorials(folder)
+        check_demo()
+        check_notebook(folder, notebooks[0])
+    step(f"{args.kind}: every check passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
