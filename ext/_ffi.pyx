@@ -30,7 +30,8 @@ from mpi4py.libmpi cimport (
     MPI_ERR_TRUNCATE, MPI_Get_count, MPI_UNDEFINED, MPI_Wtime,
     MPI_Get_library_version, MPI_Initialized, MPI_Allreduce, MPI_Alltoall, MPI_Alltoallv,
     MPI_Allgather, MPI_Allgatherv, MPI_Bcast, MPI_Reduce, MPI_Gather, MPI_Scatter, MPI_Scan,
-    MPI_Send, MPI_Recv, MPI_Sendrecv, MPI_Barrier, MPI_Reduce_scatter_block,
+    MPI_Send, MPI_Recv, MPI_Sendrecv, MPI_Barrier, MPI_Reduce_scatter_block, MPI_BYTE,
+    MPI_Message, MPI_MESSAGE_NO_PROC, MPI_Mprobe, MPI_Mrecv, MPI_Request, MPI_Isend, MPI_Wait,
     MPI_KEYVAL_INVALID, MPI_Comm_get_attr, MPI_Comm_set_attr, MPI_Comm_create_keyval,
     MPI_COMM_NULL_COPY_FN, MPI_Comm_delete_attr_function, MPI_Group, MPI_Comm_group,
     MPI_Group_free, MPI_Group_translate_ranks, MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN,
@@ -227,6 +228,38 @@ cdef XLA_FFI_Error* check_received(Call* c, MPI_Status* status, MPI_Datatype t, 
     fail(c, XLA_FFI_Error_Code_INVALID_ARGUMENT, what)
     g_errors += 1
     return c.err
+
+
+cdef int matched_recv(Call* c, void* buf, int n, MPI_Datatype t, int64_t w, int source, int tag,
+                      MPI_Status* status) noexcept nogil:
+    """MPI_Recv that never truncates: the message is matched first (MPI_Mprobe) and received only
+    into a buffer it fits. A larger one is received into scratch memory and dropped, and the call
+    fails (c.err) naming both sizes: MPI itself cannot be trusted with it (Open MPI 4.1 truncates
+    a message to self without an error, and corrupts the heap truncating a large one from
+    another rank). Returns an MPI return code; MPI_SUCCESS with c.err set on that failure."""
+    cdef MPI_Message msg
+    cdef int rc, nbytes = 0
+    cdef void* scratch
+    cdef char what[300]
+    rc = MPI_Mprobe(source, tag, c.comm, &msg, status)
+    if rc != MPI_SUCCESS or msg == MPI_MESSAGE_NO_PROC:
+        return rc if rc != MPI_SUCCESS else MPI_Mrecv(buf, n, t, &msg, status)
+    rc = MPI_Get_count(status, MPI_BYTE, &nbytes)
+    if rc != MPI_SUCCESS or nbytes <= n * w:
+        return MPI_Mrecv(buf, n, t, &msg, status)
+    scratch = malloc(nbytes)
+    if scratch == NULL:  # cannot drain it: MPI reports the truncation as it can
+        return MPI_Mrecv(buf, n, t, &msg, status)
+    rc = MPI_Mrecv(scratch, nbytes, MPI_BYTE, &msg, MPI_STATUS_IGNORE)
+    free(scratch)
+    if rc != MPI_SUCCESS:
+        return rc
+    snprintf(what, sizeof(what), b"received %lld elements from rank %d, more than the receive buffer holds "
+             b"(%d): the sender's array must have the receiver's shape; under jax.vmap, a receive whose "
+             b"template is not batched receives one element, not the batch",
+             <long long>(nbytes / w), status.MPI_SOURCE, n)
+    fail(c, XLA_FFI_Error_Code_INVALID_ARGUMENT, what)
+    return MPI_SUCCESS
 
 
 cdef inline void* send_ptr(const XLA_FFI_Buffer* x, const XLA_FFI_Buffer* y) noexcept nogil:

@@ -232,7 +232,7 @@ cdef XLA_FFI_Error* h_recv(XLA_FFI_CallFrame* f) noexcept nogil:
         memset(y.data, 0, n * w)  # nothing arrives: a defined result, not stale memory
     if enter(&c, n * w, <int>c.source):
         return finish(&c, MPI_SUCCESS, NULL)
-    finish(&c, MPI_Recv(y.data, n, t, <int>c.source, <int>c.tag, c.comm, status), b"MPI_Recv")
+    finish(&c, matched_recv(&c, y.data, n, t, w, <int>c.source, <int>c.tag, status), b"MPI_Recv")
     return check_received(&c, status, t, n)
 
 
@@ -259,8 +259,15 @@ cdef XLA_FFI_Error* h_sendrecv(XLA_FFI_CallFrame* f) noexcept nogil:
         memset(y.data, 0, nr * wr)
     if enter(&c, ns * ws + nr * wr, <int>c.dest):
         return finish(&c, MPI_SUCCESS, NULL)
-    finish(&c, MPI_Sendrecv(x.data, ns, ts, <int>c.dest, <int>c.sendtag, y.data, nr, tr,
-                            <int>c.source, <int>c.recvtag, c.comm, status), b"MPI_Sendrecv")
+    # MPI_Sendrecv, with the receive that never truncates (matched_recv)
+    cdef MPI_Request sending
+    cdef int rc = MPI_Isend(x.data, ns, ts, <int>c.dest, <int>c.sendtag, c.comm, &sending)
+    cdef int sent
+    if rc == MPI_SUCCESS:
+        rc = matched_recv(&c, y.data, nr, tr, wr, <int>c.source, <int>c.recvtag, status)
+        sent = MPI_Wait(&sending, MPI_STATUS_IGNORE)  # always: MPI reads the operand until then
+        rc = rc if rc != MPI_SUCCESS else sent
+    finish(&c, rc, b"MPI_Sendrecv")
     return check_received(&c, status, tr, nr)
 
 
