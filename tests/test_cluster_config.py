@@ -17,7 +17,8 @@ def test_default_configuration_is_local_and_off_the_network():
     assert c.Cluster.engine_launcher_class == "mpi"
     assert c.Cluster.n == 3
     assert c.Cluster.controller_ip == "127.0.0.1"
-    assert c.MPILauncher.mpi_cmd[-1] == default_mpiexec("mpiexec.gforker")  # behind stdbuf where it exists
+    assert c.MPILauncher.mpi_cmd[-1] == default_mpiexec(local=True)  # behind stdbuf where it exists
+    assert os.path.basename(c.MPILauncher.mpi_cmd[-1]) == "mpiexec.gforker"  # the mpich wheel's
     assert os.path.dirname(c.MPILauncher.mpi_cmd[-1]) == os.path.dirname(sys.executable)
     env = c.MPIEngineSetLauncher.environment
     assert env["JAX_PLATFORMS"] == "cpu" and env["UCX_TLS"] == "self,sm"

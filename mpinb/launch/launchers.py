@@ -4,16 +4,20 @@
 ==============  ===========================================================  =====================
 launcher        starts the ranks with                                        ends the job with
 ==============  ===========================================================  =====================
-``local``       MPICH's ``mpiexec.gforker`` on this host, shared memory,     SIGKILL to mpiexec
-                controller on loopback (the default)
-``mpiexec``     the given ``mpi_cmd`` (default: the wheel's hydra            SIGKILL to mpiexec
-                ``mpiexec``) with ``mpi_args`` as given (PBS, SSH hosts)
+``local``       the MPI's own launcher on this host (MPICH's                 SIGKILL to mpiexec
+                ``mpiexec.gforker``, Open MPI's ``mpiexec``), shared
+                memory, controller on loopback (the default)
+``mpiexec``     the given ``mpi_cmd`` (default: the MPI's ``mpiexec``)       SIGKILL to mpiexec
+                with ``mpi_args`` as given (PBS, SSH hosts)
 ``slurm``       inside an allocation (``SLURM_JOB_ID`` set: ``salloc``,      ``scancel`` of the
                 an interactive job): a job step, ``srun --mpi=pmi2           step, then SIGKILL
                 --kill-on-bad-exit=1``                                       to srun
 ``slurm``       outside one: a batch job through ipyparallel's Slurm         ``scancel`` of the
                 launcher (``sbatch``; nodes, partition, account, time)       job
 ==============  ===========================================================  =====================
+
+Which MPI's launcher: the one of the library mpi4py loads (:mod:`mpinb.launch.mpi_impl`), not
+whichever ``mpiexec`` comes first on PATH.
 
 ``srun --mpi=pmi2``: the ``mpich`` wheel gets a real COMM_WORLD from Slurm's PMI-2 plugin (not
 from ``pmix``, and ``none`` gives every rank a world of one). ``--kill-on-bad-exit=1``: one dead
@@ -38,23 +42,17 @@ from typing import ClassVar
 
 from traitlets.config import Config
 
-from ..errors import LauncherError
+from .mpi_impl import check_launcher_matches, check_root, find_launcher, loaded_mpi
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-#: Environment that keeps a single-node MPICH job off the network: UCX uses shared memory only.
-LOCAL_MPI_ENV = {"UCX_TLS": "self,sm"}
 #: srun options every mpinb job step gets (see the module docstring)
 SRUN_OPTIONS = ("--mpi=pmi2", "--kill-on-bad-exit=1")
 
 
-def default_mpiexec(name: str = "mpiexec") -> str:
-    here = os.path.join(os.path.dirname(sys.executable), name)
-    if os.path.exists(here):
-        return here
-    found = shutil.which(name)
-    if not found:
-        raise LauncherError(f"no {name} found: install the `mpich` wheel or pass mpi_cmd=[...]")
-    return found
+def default_mpiexec(local: bool = False) -> str:
+    """The launcher of the MPI mpi4py loads here (with ``local``, its launcher for a job on this
+    host only: MPICH's ``mpiexec.gforker``)."""
+    return find_launcher(loaded_mpi(), local=local)
 
 
 def in_slurm_allocation(env=os.environ) -> bool:
@@ -127,28 +125,44 @@ class Launcher:
                 engine_set.signal(signal.SIGKILL)
 
 
+def _engines_env(cluster, env: dict) -> dict:
+    """The environment the engines will see (what decides which MPI mpi4py loads there)."""
+    return {**os.environ, **env, **cluster.engine_env}
+
+
 class LocalLauncher(Launcher):
-    """MPICH's ``mpiexec.gforker`` on this host, shared memory, controller on loopback. The
-    fork-based launcher opens no listening socket (hydra's control port binds every interface),
-    and shared-memory transports keep MPI itself off the network."""
+    """The MPI's own launcher on this host, shared memory, controller on loopback: MPICH's
+    ``mpiexec.gforker`` opens no listening socket (hydra's control port binds every interface);
+    Open MPI's ``mpiexec`` keeps MPI on shared memory and its runtime's channel on loopback
+    (``mpi_impl.IMPLEMENTATIONS``)."""
 
     name = "local"
 
     def mpi_command(self, env: dict) -> tuple[list[str], list[str]]:
+        mpi = loaded_mpi(_engines_env(self.cluster, env))
+        impl = mpi.implementation
+        args = [*(impl.oversubscribe + impl.local_args if impl else ()), *self.cluster.mpi_args]
+        env.update(dict(impl.local_env) if impl else {})
+        check_root(mpi, args, _engines_env(self.cluster, env))
         # stdbuf: gforker forwards the ranks' output through block-buffered stdio, so an
         # exit record (mpinb.wire.status) would only arrive when the whole job ends
         stdbuf = ["stdbuf", "-oL", "-eL"] if shutil.which("stdbuf") else []
-        env.update(LOCAL_MPI_ENV)
-        return [*stdbuf, default_mpiexec("mpiexec.gforker")], list(self.cluster.mpi_args)
+        return [*stdbuf, find_launcher(mpi, local=True)], args
 
 
 class MpiexecLauncher(Launcher):
-    """The given ``mpi_cmd`` (default: the wheel's hydra ``mpiexec``) with ``mpi_args`` as given."""
+    """The given ``mpi_cmd`` (default: the MPI's ``mpiexec``) with ``mpi_args`` as given."""
 
     name = "mpiexec"
 
     def mpi_command(self, env: dict) -> tuple[list[str], list[str]]:
-        return self.cluster.mpi_cmd or [default_mpiexec()], list(self.cluster.mpi_args)
+        mpi = loaded_mpi(_engines_env(self.cluster, env))
+        args = list(self.cluster.mpi_args)
+        if self.cluster.mpi_cmd:
+            check_launcher_matches(mpi, self.cluster.mpi_cmd)
+            return list(self.cluster.mpi_cmd), args
+        check_root(mpi, args, _engines_env(self.cluster, env))
+        return [find_launcher(mpi)], args
 
 
 class SlurmLauncher(Launcher):

@@ -7,7 +7,12 @@ Beyond mpi4jax: ``reduce_scatter``, ``allgatherv``, ``alltoallv``, ``set_debug``
 Importing this module initialises MPI (through mpi4py) and registers the compiled library.
 """
 
-from mpi4py import MPI  # noqa: F401  (initialises MPI and loads libmpi before the extension)
+try:
+    from mpi4py import MPI  # noqa: F401  (initialises MPI and loads libmpi before the extension)
+except RuntimeError as _exc:  # mpi4py's own: no MPI library could be loaded
+    raise ImportError(
+        f"mpinb: mpi4py finds no MPI library ({_exc}). Install one: pip install mpich (or mpinb[mpich]), "
+        "or your system's MPI and build mpinb against it (README, 'Choosing the MPI')") from _exc
 
 from . import library as _library
 

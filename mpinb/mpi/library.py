@@ -18,6 +18,7 @@ import threading
 
 from mpi4py import MPI
 
+from ..launch.mpi_impl import family_of as mpi_family
 from .jax_compat import release
 
 DEBUG_ENV = "MPINB_DEBUG"
@@ -35,24 +36,14 @@ _lock = threading.Lock()
 _ffi = None
 
 
-def mpi_family(version_string: str) -> str:
-    """'MPICH', 'Open MPI', 'Intel MPI' or 'unknown' from an MPI library version string."""
-    if "Open MPI" in version_string:
-        return "Open MPI"
-    if "Intel(R) MPI" in version_string:
-        return "Intel MPI"
-    if "MPICH" in version_string:
-        return "MPICH"
-    return "unknown"
-
-
 REBUILD_HINT = (
-    "Rebuild mpinb against the MPI that mpi4py uses, for example\n"
-    "    MPINB_MPICC=$(which mpicc) pip install --no-build-isolation --force-reinstall -e .\n"
-    "(with mpi4py itself built for that MPI: pip install --no-binary mpi4py mpi4py), "
-    "or let mpi4py load the MPI mpinb was built for (the `mpich` wheel: `pip install mpich`, "
-    "and unset MPI4PY_LIBMPI / LD_LIBRARY_PATH overrides). See README, 'Building against a "
-    "system MPI'."
+    "Either rebuild mpinb against the MPI that mpi4py uses (and mpi4py itself, if it was not built for it):\n"
+    "    pip install cython 'setuptools>=77' jaxlib\n"
+    "    MPICC=/path/to/mpicc pip install --no-binary mpi4py --no-build-isolation --force-reinstall mpi4py\n"
+    "    MPINB_MPICC=/path/to/mpicc pip install --no-build-isolation --force-reinstall --no-deps . "
+    "(in a clone; for an installed release: --no-binary mpinb mpinb)\n"
+    "or let mpi4py load the MPI mpinb was built for (MPICH: pip install mpich, and unset MPI4PY_LIBMPI / "
+    "LD_LIBRARY_PATH overrides). See README, 'Choosing the MPI'."
 )
 
 
@@ -220,5 +211,5 @@ def counters() -> dict:
 def build_info() -> dict:
     """What the compiled library was built against, and which MPI is loaded now."""
     info = dict(load().build_info())
-    info["loaded_mpi"] = MPI.Get_library_version().strip().splitlines()[0]
+    info["loaded_mpi"] = MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0]
     return info

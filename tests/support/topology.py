@@ -21,6 +21,6 @@ def make_cluster(n: int, **options) -> MPICluster:
         # UCX_NET_DEVICES=lo: the test's Slurm nodes are this machine
         return MPICluster(n=n, progress=False, launcher="slurm", engine_env={"UCX_NET_DEVICES": "lo"}, **options)
     if OTHER_HOST:
-        return MPICluster(n=n, progress=False, mpi_cmd=[str(SCRIPT), default_mpiexec("mpiexec.gforker")],
+        return MPICluster(n=n, progress=False, mpi_cmd=[str(SCRIPT), default_mpiexec(local=True)],
                           engine_env={"UCX_TLS": "self,sm"}, **options)
     return MPICluster(n=n, progress=False, **options)

@@ -1,0 +1,229 @@
+"""Which MPI the engines will load, and how a job of that MPI is started.
+
+mpi4py loads one MPI library (the ``mpich`` wheel, a system Open MPI, ...), and only that MPI's
+own launcher starts ranks that see each other: under another implementation's ``mpiexec`` every
+rank comes up as a world of one. A virtual environment may hold several (the ``mpich`` wheel's
+``mpiexec`` first on PATH, the system's Open MPI beside it), so the launcher is chosen by the
+library mpi4py loads in this Python, asked once in a subprocess (the notebook itself never
+initialises MPI), not by which ``mpiexec`` comes first on PATH.
+
+One row per implementation (``IMPLEMENTATIONS``):
+
+==========  ====================================  ===========================================
+family      the launcher, looked for in order     a job on this host only (``local``)
+==========  ====================================  ===========================================
+MPICH       ``mpiexec.hydra``, ``mpiexec.mpich``,  ``mpiexec.gforker`` (fork, no listening
+            ``mpiexec``                            socket), ``UCX_TLS=self,sm``
+Open MPI    ``mpiexec.openmpi``, ``mpirun.openmpi``, ``--oversubscribe --bind-to none``, MPI over
+            ``mpiexec``, ``mpirun``                shared memory (``btl self,vader``), its
+                                                  runtime's own channel on loopback
+==========  ====================================  ===========================================
+
+Each launcher is looked for beside the library (``PREFIX/bin`` of ``PREFIX/lib/libmpi.so``),
+beside this Python, then on PATH, and one found on PATH must say it is of that family
+(``--version``). Open MPI refuses to start as root unless told (README, "Choosing the MPI").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from ..errors import LauncherError
+
+#: what the probe runs in a fresh interpreter: the library mpi4py loads, without initialising MPI
+_PROBE = r"""
+import json, re
+import mpi4py
+mpi4py.rc.initialize = mpi4py.rc.finalize = False
+from mpi4py import MPI
+path = ""
+with open("/proc/self/maps") as maps:
+    for line in maps:
+        if re.search(r"/libmpi(ch)?\.so", line):
+            path = line.split()[-1]
+            break
+print(json.dumps({"version": MPI.Get_library_version().replace("\x00", "").strip(), "path": path}))
+"""
+
+#: variables that change which MPI mpi4py loads (the probe's cache is keyed on them)
+_LOADER_VARIABLES = ("MPI4PY_LIBMPI", "LD_LIBRARY_PATH", "LD_PRELOAD", "PATH")
+
+
+@dataclasses.dataclass(frozen=True)
+class Implementation:
+    """How one family of MPI is launched (one row of the table above)."""
+
+    family: str
+    launchers: tuple[str, ...]          # the general launcher's names, preferred first
+    local_launchers: tuple[str, ...]    # for a job on this host only
+    local_args: tuple[str, ...]         # keep a job on this host off the network
+    oversubscribe: tuple[str, ...]      # let a host run more ranks than it has cores
+    local_env: tuple[tuple[str, str], ...]
+    marks: tuple[str, ...]              # what its launcher's ``--version`` prints
+    root_env: tuple[str, ...] = ()      # variables that let it run as root (all set to 1)
+    root_arg: str = ""                  # or this argument
+    #: its launcher listens on every interface whatever it is told (Open MPI 4's runtime binds its
+    #: out-of-band channel to all of them; ``oob_tcp_if_include`` only chooses what it advertises)
+    launcher_listens_everywhere: bool = False
+
+
+IMPLEMENTATIONS = {
+    "MPICH": Implementation(
+        family="MPICH",
+        launchers=("mpiexec.hydra", "mpiexec.mpich", "mpiexec"),
+        local_launchers=("mpiexec.gforker",),
+        local_args=(),
+        oversubscribe=(),  # MPICH's launchers do by default
+        local_env=(("UCX_TLS", "self,sm"),),
+        marks=("HYDRA", "MPICH"),
+    ),
+    "Open MPI": Implementation(
+        family="Open MPI",
+        launchers=("mpiexec.openmpi", "mpirun.openmpi", "mpiexec", "mpirun"),
+        local_launchers=(),
+        local_args=("--bind-to", "none", "--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo"),
+        oversubscribe=("--oversubscribe",),
+        local_env=(),
+        marks=("Open MPI", "OpenRTE"),
+        root_env=("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"),
+        root_arg="--allow-run-as-root",
+        launcher_listens_everywhere=True,
+    ),
+}
+
+
+def family_of(version_string: str) -> str:
+    """'MPICH', 'Open MPI', 'Intel MPI' or 'unknown' from an MPI library version string (Intel MPI
+    is MPICH-derived: its launcher is hydra)."""
+    if "Open MPI" in version_string:
+        return "Open MPI"
+    if "Intel(R) MPI" in version_string:
+        return "Intel MPI"
+    if "MPICH" in version_string:
+        return "MPICH"
+    return "unknown"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedMPI:
+    """The MPI library mpi4py loads in this Python."""
+
+    version: str   # MPI_Get_library_version, first line
+    path: str      # the libmpi file loaded ('' when not seen)
+
+    @property
+    def family(self) -> str:
+        return family_of(self.version)
+
+    @property
+    def implementation(self) -> Implementation | None:
+        return IMPLEMENTATIONS.get("MPICH" if self.family == "Intel MPI" else self.family)
+
+
+def loaded_mpi(env: dict | None = None) -> LoadedMPI:
+    """The MPI library mpi4py loads in this Python with ``env`` (default: this process's)."""
+    env = dict(os.environ if env is None else env)
+    return _probe(sys.executable, tuple((k, env.get(k, "")) for k in _LOADER_VARIABLES))
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(python: str, loader_env: tuple[tuple[str, str], ...]) -> LoadedMPI:
+    env = dict(os.environ)
+    env.update({k: v for k, v in loader_env if v})
+    for k, v in loader_env:
+        if not v:
+            env.pop(k, None)
+    try:
+        proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LauncherError(f"cannot ask {python} which MPI mpi4py loads: {exc}") from exc
+    if proc.returncode != 0:
+        raise LauncherError(
+            "mpi4py finds no MPI library in this Python "
+            f"({(proc.stderr.strip().splitlines() or ['?'])[-1]}): install one, e.g. `pip install mpich` "
+            "(or `pip install 'mpinb[mpich]'`), or your system's MPI (README, 'Choosing the MPI')")
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    return LoadedMPI(version=found["version"].splitlines()[0].strip() if found["version"] else "", path=found["path"])
+
+
+def _search_dirs(library_path: str) -> list[str]:
+    """Where a launcher of the loaded library is looked for before PATH: ``PREFIX/bin`` of the
+    library's ``PREFIX/lib``, and this Python's own ``bin`` (the ``mpich`` wheel's home)."""
+    dirs = []
+    if library_path:
+        dirs.append(os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(library_path))), "bin"))
+        dirs.append(os.path.join(os.path.dirname(os.path.dirname(library_path)), "bin"))
+    dirs.append(os.path.dirname(sys.executable))
+    return list(dict.fromkeys(d for d in dirs if os.path.isdir(d)))
+
+
+@functools.lru_cache(maxsize=32)
+def launcher_family(executable: str) -> str:
+    """The MPI family a launcher says it belongs to (``--version``), 'unknown' if it does not."""
+    try:
+        out = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    text = out.stdout + out.stderr
+    for impl in IMPLEMENTATIONS.values():
+        if any(mark in text for mark in impl.marks):
+            return impl.family
+    return "unknown"
+
+
+def find_launcher(mpi: LoadedMPI, local: bool = False) -> str:
+    """The launcher of ``mpi``'s implementation (for a job on this host only with ``local``,
+    its own local launcher where it has one, else its general one)."""
+    impl = mpi.implementation
+    if impl is None:
+        raise LauncherError(f"mpinb does not know how to launch {mpi.version!r} ({mpi.path}): "
+                            "pass its launcher as mpi_cmd=[...] (--mpi-cmd)")
+    names = (*impl.local_launchers, *impl.launchers) if local else impl.launchers
+    for name in names:
+        for folder in _search_dirs(mpi.path):
+            candidate = os.path.join(folder, name)
+            if os.access(candidate, os.X_OK):
+                return candidate
+    for name in names:
+        candidate = shutil.which(name)
+        if candidate and (name in impl.local_launchers or launcher_family(candidate) == impl.family):
+            return candidate
+    raise LauncherError(
+        f"no launcher of {impl.family} found for the MPI mpi4py loads ({mpi.version}, {mpi.path}): looked for "
+        f"{', '.join(names)} beside it and on PATH; pass it as mpi_cmd=[...] (--mpi-cmd)")
+
+
+def check_root(mpi: LoadedMPI, args, env: dict) -> None:
+    """An MPI that refuses root (Open MPI) started as root without being told: the error says how."""
+    impl = mpi.implementation
+    if impl is None or not impl.root_env or os.geteuid() != 0:
+        return
+    if all(env.get(v) == "1" for v in impl.root_env) or impl.root_arg in args:
+        return
+    settings = " ".join(f"{v}=1" for v in impl.root_env)
+    raise LauncherError(
+        f"{impl.family} refuses to run as root unless told: set {settings} in the environment "
+        f"(os.environ, before starting the cluster), or pass --mpi-args \"{impl.root_arg}\" "
+        "(README, 'Choosing the MPI')")
+
+
+def check_launcher_matches(mpi: LoadedMPI, command: list[str]) -> None:
+    """A launcher given by the user that says it is of another family than the MPI mpi4py loads:
+    its ranks would each be a world of one. Only MPI launchers are asked (``mpiexec*``,
+    ``mpirun*``, ``orterun``); anything else (srun, a wrapper script) passes."""
+    if not command or mpi.implementation is None:
+        return
+    if not os.path.basename(command[0]).startswith(("mpiexec", "mpirun", "orterun")):
+        return
+    executable = shutil.which(command[0]) or command[0]
+    said = launcher_family(executable)
+    if said not in ("unknown", mpi.implementation.family):
+        raise LauncherError(
+            f"{command[0]} is {said}'s launcher, but mpi4py loads {mpi.family} ({mpi.version}): its ranks would "
+            f"not see each other. Use {mpi.family}'s launcher (leave mpi_cmd unset to let mpinb find it)")
