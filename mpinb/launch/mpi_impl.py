@@ -48,7 +48,7 @@ with open("/proc/self/maps") as maps:
         if re.search(r"/libmpi(ch)?\.so", line):
             path = line.split()[-1]
             break
-print(json.dumps({"version": MPI.Get_library_version().replace("\x00", "").strip(), "path": path}))
+print(json.dumps({"version": MPI.Get_library_version(), "path": path}))
 """
 
 #: variables that change which MPI mpi4py loads (the probe's cache is keyed on them)
@@ -110,6 +110,12 @@ def family_of(version_string: str) -> str:
     return "unknown"
 
 
+def first_line(version_string: str) -> str:
+    """The first line of an MPI library version string (Open MPI's ends in a NUL)."""
+    lines = version_string.replace("\x00", "").strip().splitlines()
+    return lines[0].strip() if lines else "?"
+
+
 @dataclasses.dataclass(frozen=True)
 class LoadedMPI:
     """The MPI library mpi4py loads in this Python."""
@@ -149,7 +155,7 @@ def _probe(python: str, loader_env: tuple[tuple[str, str], ...]) -> LoadedMPI:
             f"({(proc.stderr.strip().splitlines() or ['?'])[-1]}): install one, e.g. `pip install mpich` "
             "(or `pip install 'mpinb[mpich]'`), or your system's MPI (README, 'Choosing the MPI')")
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    return LoadedMPI(version=found["version"].splitlines()[0].strip() if found["version"] else "", path=found["path"])
+    return LoadedMPI(version=first_line(found["version"]), path=found["path"])
 
 
 def _search_dirs(library_path: str) -> list[str]:

@@ -19,6 +19,7 @@ import threading
 from mpi4py import MPI
 
 from ..launch.mpi_impl import family_of as mpi_family
+from ..launch.mpi_impl import first_line
 from .jax_compat import release
 
 DEBUG_ENV = "MPINB_DEBUG"
@@ -72,7 +73,7 @@ def unloadable_message(error: str, loaded_by_mpi4py: str) -> str:
     needed = needed_libmpi(spec.origin)
     built_for = SONAMES.get(needed, "")
     runtime = mpi_family(loaded_by_mpi4py)
-    first = loaded_by_mpi4py.strip().splitlines()[0] if loaded_by_mpi4py.strip() else "?"
+    first = first_line(loaded_by_mpi4py)
     if built_for and runtime != "unknown" and built_for != runtime:
         return (f"mpinb: the collective library was built against {built_for} (it needs {needed}), but "
                 f"mpi4py loaded {runtime} ({first}).\n" + REBUILD_HINT)
@@ -83,7 +84,7 @@ def check_mpi_match(build: dict, loaded_by_ffi: str, loaded_by_mpi4py: str) -> N
     """Raise ImportError when the extension and mpi4py disagree on the MPI implementation."""
     runtime = mpi_family(loaded_by_mpi4py)
     if build["mpi_family"] != "unknown" and runtime != "unknown" and build["mpi_family"] != runtime:
-        first = loaded_by_mpi4py.strip().splitlines()[0] if loaded_by_mpi4py.strip() else "?"
+        first = first_line(loaded_by_mpi4py)
         raise ImportError(
             f"mpinb: the collective library was built against {build['mpi_family']} "
             f"(mpicc {build['mpicc']}), but mpi4py loaded {runtime} ({first}).\n" + REBUILD_HINT
@@ -211,5 +212,5 @@ def counters() -> dict:
 def build_info() -> dict:
     """What the compiled library was built against, and which MPI is loaded now."""
     info = dict(load().build_info())
-    info["loaded_mpi"] = MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0]
+    info["loaded_mpi"] = first_line(MPI.Get_library_version())
     return info
