@@ -206,3 +206,101 @@ def test_rank_0_s_reachable_address_is_its_first_non_loopback_one(monkeypatch):
     monkeypatch.setattr(socket, "getaddrinfo", unknown)
     with pytest.raises(EngineSetupError, match="does not resolve"):
         jax_processes.reachable_address()
+
+
+# ------------------------------------------------------------- which MPI's launcher (mpi_impl)
+
+def fake_launcher(folder, name, says):
+    """An executable ``folder/name`` whose --version prints ``says``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(f"#!/bin/sh\necho '{says}'\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """A venv holding the mpich wheel's launchers, and a system Open MPI on PATH."""
+    from mpinb.launch import mpi_impl
+
+    venv_bin, system_bin = tmp_path / "venv" / "bin", tmp_path / "usr" / "bin"
+    launchers = {
+        "hydra": fake_launcher(venv_bin, "mpiexec", "HYDRA build details:\n    Version: 5.0.2"),
+        "gforker": fake_launcher(venv_bin, "mpiexec.gforker", "invalid mpiexec argument --version"),
+        "openmpi": fake_launcher(system_bin, "mpiexec.openmpi", "mpiexec.openmpi (OpenRTE) 4.1.4"),
+    }
+    (tmp_path / "usr" / "lib" / "x86_64-linux-gnu").mkdir(parents=True)
+    monkeypatch.setattr(sys, "executable", str(venv_bin / "python"))
+    monkeypatch.setenv("PATH", f"{venv_bin}:{system_bin}")
+    mpi_impl.launcher_family.cache_clear()
+    yield tmp_path, launchers
+    mpi_impl.launcher_family.cache_clear()
+
+
+def test_open_mpi_gets_open_mpi_s_launcher_even_with_the_mpich_wheel_first_on_path(machine):
+    from mpinb.launch.mpi_impl import LoadedMPI, find_launcher
+
+    root, launchers = machine
+    mpi = LoadedMPI("Open MPI v4.1.4, package: Debian OpenMPI", str(root / "usr/lib/x86_64-linux-gnu/libmpi.so.40"))
+    assert mpi.family == "Open MPI"
+    assert find_launcher(mpi) == launchers["openmpi"]
+    assert find_launcher(mpi, local=True) == launchers["openmpi"]  # Open MPI has no local-only launcher
+
+
+def test_mpich_gets_the_wheel_s_launchers(machine):
+    from mpinb.launch.mpi_impl import LoadedMPI, find_launcher
+
+    root, launchers = machine
+    mpi = LoadedMPI("MPICH Version: 5.0.2", str(root / "venv" / "lib" / "libmpi.so.12"))
+    assert find_launcher(mpi) == launchers["hydra"]
+    assert find_launcher(mpi, local=True) == launchers["gforker"]
+
+
+def test_no_launcher_of_the_loaded_mpi_is_a_launcher_error_naming_it(machine):
+    from mpinb.errors import LauncherError
+    from mpinb.launch.mpi_impl import LoadedMPI, find_launcher
+
+    root, launchers = machine
+    os.remove(launchers["openmpi"])  # only MPICH's are left
+    mpi = LoadedMPI("Open MPI v4.1.4", str(root / "usr/lib/x86_64-linux-gnu/libmpi.so.40"))
+    with pytest.raises(LauncherError, match=r"no launcher of Open MPI found .*mpiexec\.openmpi.*--mpi-cmd"):
+        find_launcher(mpi)
+
+
+def test_open_mpi_as_root_without_being_told_is_refused_before_anything_starts(machine, monkeypatch):
+    from mpinb.errors import LauncherError
+    from mpinb.launch import mpi_impl
+
+    root, launchers = machine
+    mpi = mpi_impl.LoadedMPI("Open MPI v4.1.4", str(root / "usr/lib/x86_64-linux-gnu/libmpi.so.40"))
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(LauncherError, match=r"refuses to run as root unless told: set OMPI_ALLOW_RUN_AS_ROOT=1 "
+                                            r"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"):
+        mpi_impl.check_root(mpi, [], {})
+    mpi_impl.check_root(mpi, [], {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    mpi_impl.check_root(mpi, ["--allow-run-as-root"], {})
+    # a launcher the user names is checked too, when it says it is Open MPI's
+    with pytest.raises(LauncherError, match="refuses to run as root"):
+        mpi_impl.check_launcher_matches(mpi, [launchers["openmpi"]], [], {})
+    # and another MPI's launcher is named as such
+    with pytest.raises(LauncherError, match=r"is MPICH's launcher, but mpi4py loads Open MPI"):
+        mpi_impl.check_launcher_matches(mpi, [launchers["hydra"]], [], {})
+    mpi_impl.check_launcher_matches(mpi, ["srun"], [], {})  # not an MPI launcher: not asked
+
+
+def test_the_local_launcher_s_command_for_each_mpi(machine, monkeypatch):
+    from mpinb.launch import mpi_impl
+
+    root, launchers = machine
+    for version, lib, want, extra in (
+            ("MPICH Version: 5.0.2", "venv/lib/libmpi.so.12", launchers["gforker"], []),
+            ("Open MPI v4.1.4", "usr/lib/x86_64-linux-gnu/libmpi.so.40", launchers["openmpi"],
+             ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"])):
+        loaded = mpi_impl.LoadedMPI(version, str(root / lib))
+        monkeypatch.setattr("mpinb.launch.launchers.loaded_mpi", lambda env=None, loaded=loaded: loaded)
+        monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        c = MPICluster(n=4, progress=False).config()
+        assert c.MPILauncher.mpi_cmd[-1] == want
+        assert c.MPILauncher.mpi_args[:len(extra)] == extra

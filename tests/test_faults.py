@@ -19,7 +19,7 @@ from support.waiting import OnOutput, inside, press_stop
 
 from mpinb import view
 from mpinb.client.cell_run import DEFAULT_GRACE
-from mpinb.errors import ClusterBusy, ClusterLost
+from mpinb.errors import ClusterBusy, ClusterError, ClusterLost
 from mpinb.launch.mpi_impl import find_launcher, loaded_mpi
 
 SETUP = ("import jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\n"
@@ -56,6 +56,17 @@ def timed(fn):
     t0 = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - t0
+
+
+def test_a_launcher_that_ends_at_once_fails_the_start_at_once_with_its_words():
+    """A launcher that refuses (a bad option here; Open MPI as root, too few slots) ends the start
+    when it ends, with its output, not after start_timeout."""
+    started = time.monotonic()
+    want = (r"the MPI launcher ended \(exit status \d+\) after [\d.]+ s, with 0 of 2 engines registered\n"
+            r"last output of the MPI launcher:\n(.|\n)*no-such-option")
+    with pytest.raises(ClusterError, match=want):
+        make_cluster(2, mpi_args=["-no-such-option"], start_timeout=600).start()
+    assert time.monotonic() - started < 300  # far less than the 600 s it was given
 
 
 def test_rank_raising_before_a_collective_is_reported_fast(cluster):

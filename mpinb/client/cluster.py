@@ -39,6 +39,11 @@ from .progress import StartProgress
 DEFAULT_START_TIMEOUT = 120.0
 
 
+class LauncherExited(Exception):
+    """The MPI launcher ended before every engine registered (internal: start() turns it into
+    the ClusterError users see, with the launcher's output)."""
+
+
 class MPICluster(ClusterHealth):
     """Lifecycle of the engine cluster: ``start``, ``stop``, ``restart``, ``status``.
 
@@ -181,9 +186,9 @@ class MPICluster(ClusterHealth):
             self._own_cluster_id = True
         try:
             config = self.config()
-        except LauncherError as exc:
+        except LauncherError:
             self._teardown()
-            raise ClusterError(str(exc)) from exc
+            raise
         self._cluster = ipp.Cluster(config=config, log_level=40, engine_timeout=self.start_timeout,
                                     cluster_id=self.cluster_id)
         try:
@@ -197,9 +202,10 @@ class MPICluster(ClusterHealth):
         except Exception as exc:
             output = self._launcher_output()[-2000:] + launcher_for(self).queue_state()
             self._teardown()
-            raise ClusterError(f"{self.n} MPI engines did not come up "
-                               f"(waited up to {self.start_timeout:.0f} s): {exc}"
-                               + (f"\nlast output of the MPI launcher:\n{output}" if output.strip() else "")) from exc
+            why = (str(exc) if isinstance(exc, LauncherExited)
+                   else f"{self.n} MPI engines did not come up (waited up to {self.start_timeout:.0f} s): {exc}")
+            raise ClusterError(why + (f"\nlast output of the MPI launcher:\n{output}" if output.strip() else "")) \
+                from exc
         self._protect_connection_files()
         self.view = self.client[:]
         self.view.block = True
@@ -209,7 +215,11 @@ class MPICluster(ClusterHealth):
         ids = list(self.client.ids)
         if ranks != ids:
             self._teardown()
-            raise ClusterError(f"engine ids {ids} are not the MPI ranks {ranks}")
+            alone = len(set(ranks)) < len(ranks)  # each rank a world of its own
+            raise ClusterError(f"engine ids {ids} are not the MPI ranks {ranks}" + (
+                ": the ranks do not see each other, as when the launcher belongs to another MPI than the one "
+                "mpi4py loads (leave mpi_cmd unset to use that MPI's own launcher; README, 'Choosing the MPI')"
+                if alone else ""))
         self.engines = infos
         self.started_at = time.time()
         self.start_seconds = time.perf_counter() - t0
@@ -231,13 +241,19 @@ class MPICluster(ClusterHealth):
             raise EngineSetupError(f"the engines' setup failed on rank {rank}: {ename}: {evalue}") from None
 
     def _wait_for_engines(self, t0: float, progress: StartProgress) -> None:
-        """Wait until all n engines registered (TimeoutError after start_timeout), counting them
-        on the progress bar."""
+        """Wait until all n engines registered, counting them on the progress bar: TimeoutError
+        after start_timeout, LauncherExited at once when the MPI launcher ended first (a bad
+        option, a refusal: its output says why)."""
         while True:
             registered = len(self.client.ids)
             progress.count(registered)
             if registered >= self.n:
                 return
+            ended = self.launcher_ended()
+            if ended is not None:
+                seconds = time.perf_counter() - t0
+                raise LauncherExited(f"the MPI launcher ended (exit status {ended}) after {seconds:.1f} s, "
+                                     f"with {registered} of {self.n} engines registered")
             if time.perf_counter() - t0 > self.start_timeout:
                 raise TimeoutError(f"{registered} of {self.n} engines registered")
             time.sleep(0.1)

@@ -13,6 +13,8 @@ import contextlib
 import signal
 import time
 
+import psutil
+
 from ..wire.status import inflight_of, parse_exit_lines, where_of
 
 
@@ -63,6 +65,27 @@ class ClusterHealth:
         end = time.monotonic() + 3.0
         while self._registered() and time.monotonic() < end:
             time.sleep(0.05)
+
+    def launcher_ended(self):
+        """The exit status of the MPI launcher started on this host if it has ended (an int, or
+        'unknown'), else None; None too for a launcher that leaves nothing running here (a
+        batch job's ``sbatch``)."""
+        engine_sets = getattr(self._cluster, "engines", {}) if self._cluster is not None else {}
+        for engine_set in list(engine_sets.values()):
+            process = getattr(engine_set, "process", None)
+            if not isinstance(process, psutil.Process):
+                continue
+            if getattr(engine_set, "state", "") == "after":  # ipyparallel saw it end
+                status = (getattr(engine_set, "stop_data", None) or {}).get("exit_code")
+                return "unknown" if status is None else status
+            try:
+                status = process.wait(timeout=0)
+            except psutil.TimeoutExpired:
+                continue
+            except psutil.Error:  # already reaped by ipyparallel's own waiter
+                status = None
+            return "unknown" if status is None else status
+        return None
 
     def _launcher_output(self) -> str:
         """What the MPI launcher and the engines printed so far: the launcher's output file on

@@ -141,7 +141,7 @@ class LocalLauncher(Launcher):
     def mpi_command(self, env: dict) -> tuple[list[str], list[str]]:
         mpi = loaded_mpi(_engines_env(self.cluster, env))
         impl = mpi.implementation
-        args = [*(impl.oversubscribe + impl.local_args if impl else ()), *self.cluster.mpi_args]
+        args = [*(impl.oversubscribe + impl.default_args + impl.local_args if impl else ()), *self.cluster.mpi_args]
         env.update(dict(impl.local_env) if impl else {})
         check_root(mpi, args, _engines_env(self.cluster, env))
         # stdbuf: gforker forwards the ranks' output through block-buffered stdio, so an
@@ -157,10 +157,10 @@ class MpiexecLauncher(Launcher):
 
     def mpi_command(self, env: dict) -> tuple[list[str], list[str]]:
         mpi = loaded_mpi(_engines_env(self.cluster, env))
-        args = list(self.cluster.mpi_args)
         if self.cluster.mpi_cmd:
-            check_launcher_matches(mpi, self.cluster.mpi_cmd)
-            return list(self.cluster.mpi_cmd), args
+            check_launcher_matches(mpi, self.cluster.mpi_cmd, self.cluster.mpi_args, _engines_env(self.cluster, env))
+            return list(self.cluster.mpi_cmd), list(self.cluster.mpi_args)
+        args = [*(mpi.implementation.default_args if mpi.implementation else ()), *self.cluster.mpi_args]
         check_root(mpi, args, _engines_env(self.cluster, env))
         return [find_launcher(mpi)], args
 

@@ -9,19 +9,22 @@ initialises MPI), not by which ``mpiexec`` comes first on PATH.
 
 One row per implementation (``IMPLEMENTATIONS``):
 
-==========  ====================================  ===========================================
-family      the launcher, looked for in order     a job on this host only (``local``)
-==========  ====================================  ===========================================
-MPICH       ``mpiexec.hydra``, ``mpiexec.mpich``,  ``mpiexec.gforker`` (fork, no listening
-            ``mpiexec``                            socket), ``UCX_TLS=self,sm``
-Open MPI    ``mpiexec.openmpi``, ``mpirun.openmpi``, ``--oversubscribe --bind-to none``, MPI over
-            ``mpiexec``, ``mpirun``                shared memory (``btl self,vader``), its
-                                                  runtime's own channel on loopback
-==========  ====================================  ===========================================
+==========  ======================================  =========================================
+family      the launcher, looked for in order       a job on this host only (``local``)
+==========  ======================================  =========================================
+MPICH       ``mpiexec.hydra``, ``mpiexec.mpich``,    ``mpiexec.gforker`` (fork, no listening
+            ``mpiexec``                              socket), ``UCX_TLS=self,sm``
+Open MPI    ``mpiexec.openmpi``, ``mpirun.openmpi``,  ``--oversubscribe``, MPI over shared
+            ``orterun``, ``mpiexec``, ``mpirun``;    memory (``btl self,vader``); its runtime
+            always ``--bind-to none``                advertises loopback, yet still listens on
+                                                    every interface (no setting stops that)
+==========  ======================================  =========================================
 
-Each launcher is looked for beside the library (``PREFIX/bin`` of ``PREFIX/lib/libmpi.so``),
-beside this Python, then on PATH, and one found on PATH must say it is of that family
-(``--version``). Open MPI refuses to start as root unless told (README, "Choosing the MPI").
+A launcher is looked for beside the library (``PREFIX/bin`` of ``PREFIX/lib/libmpi.so``, and of
+Debian's ``/usr/lib/<arch>``), beside this Python, then on PATH, and must say it is of that
+family (``--version``; MPICH's ``mpiexec.gforker``, which cannot say, only beside the library or
+this Python): a venv that holds the ``mpich`` wheel's ``mpiexec`` and loads a system Open MPI
+gets Open MPI's. Open MPI refuses to start as root unless told (README, "Choosing the MPI").
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class Implementation:
     local_launchers: tuple[str, ...]    # for a job on this host only
     local_args: tuple[str, ...]         # keep a job on this host off the network
     oversubscribe: tuple[str, ...]      # let a host run more ranks than it has cores
+    default_args: tuple[str, ...]       # whenever mpinb chooses the launcher
     local_env: tuple[tuple[str, str], ...]
     marks: tuple[str, ...]              # what its launcher's ``--version`` prints
     root_env: tuple[str, ...] = ()      # variables that let it run as root (all set to 1)
@@ -80,15 +84,18 @@ IMPLEMENTATIONS = {
         local_launchers=("mpiexec.gforker",),
         local_args=(),
         oversubscribe=(),  # MPICH's launchers do by default
+        default_args=(),   # nor do they bind ranks to cores
         local_env=(("UCX_TLS", "self,sm"),),
         marks=("HYDRA", "MPICH"),
     ),
     "Open MPI": Implementation(
         family="Open MPI",
-        launchers=("mpiexec.openmpi", "mpirun.openmpi", "mpiexec", "mpirun"),
+        launchers=("mpiexec.openmpi", "mpirun.openmpi", "orterun", "mpiexec", "mpirun"),
         local_launchers=(),
-        local_args=("--bind-to", "none", "--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo"),
+        local_args=("--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include", "lo"),
         oversubscribe=("--oversubscribe",),
+        # it binds each rank to one core when ranks <= cores: a rank's XLA threads would share it
+        default_args=("--bind-to", "none"),
         local_env=(),
         marks=("Open MPI", "OpenRTE"),
         root_env=("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"),
@@ -162,9 +169,10 @@ def _search_dirs(library_path: str) -> list[str]:
     """Where a launcher of the loaded library is looked for before PATH: ``PREFIX/bin`` of the
     library's ``PREFIX/lib``, and this Python's own ``bin`` (the ``mpich`` wheel's home)."""
     dirs = []
-    if library_path:
-        dirs.append(os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(library_path))), "bin"))
-        dirs.append(os.path.join(os.path.dirname(os.path.dirname(library_path)), "bin"))
+    for path in dict.fromkeys([library_path, os.path.realpath(library_path)] if library_path else []):
+        lib = os.path.dirname(path)
+        dirs.append(os.path.join(os.path.dirname(lib), "bin"))                    # PREFIX/lib/libmpi.so
+        dirs.append(os.path.join(os.path.dirname(os.path.dirname(lib)), "bin"))   # PREFIX/lib/<arch>/libmpi.so
     dirs.append(os.path.dirname(sys.executable))
     return list(dict.fromkeys(d for d in dirs if os.path.isdir(d)))
 
@@ -191,15 +199,16 @@ def find_launcher(mpi: LoadedMPI, local: bool = False) -> str:
         raise LauncherError(f"mpinb does not know how to launch {mpi.version!r} ({mpi.path}): "
                             "pass its launcher as mpi_cmd=[...] (--mpi-cmd)")
     names = (*impl.local_launchers, *impl.launchers) if local else impl.launchers
+    beside = _search_dirs(mpi.path)
     for name in names:
-        for folder in _search_dirs(mpi.path):
-            candidate = os.path.join(folder, name)
-            if os.access(candidate, os.X_OK):
+        found = [os.path.join(folder, name) for folder in beside]
+        if name not in impl.local_launchers:  # one that cannot say what it is: only beside
+            found.append(shutil.which(name) or "")
+        for candidate in found:
+            if not (candidate and os.access(candidate, os.X_OK)):
+                continue
+            if name in impl.local_launchers or launcher_family(candidate) == impl.family:
                 return candidate
-    for name in names:
-        candidate = shutil.which(name)
-        if candidate and (name in impl.local_launchers or launcher_family(candidate) == impl.family):
-            return candidate
     raise LauncherError(
         f"no launcher of {impl.family} found for the MPI mpi4py loads ({mpi.version}, {mpi.path}): looked for "
         f"{', '.join(names)} beside it and on PATH; pass it as mpi_cmd=[...] (--mpi-cmd)")
@@ -219,17 +228,20 @@ def check_root(mpi: LoadedMPI, args, env: dict) -> None:
         "(README, 'Choosing the MPI')")
 
 
-def check_launcher_matches(mpi: LoadedMPI, command: list[str]) -> None:
-    """A launcher given by the user that says it is of another family than the MPI mpi4py loads:
-    its ranks would each be a world of one. Only MPI launchers are asked (``mpiexec*``,
-    ``mpirun*``, ``orterun``); anything else (srun, a wrapper script) passes."""
+def check_launcher_matches(mpi: LoadedMPI, command: list[str], args, env: dict) -> None:
+    """A launcher given by the user that says it is of another family than the MPI mpi4py loads
+    (its ranks would each be a world of one), or that refuses root (``check_root``). Only MPI
+    launchers are asked (``mpiexec*``, ``mpirun*``, ``orterun``); anything else (srun, a wrapper
+    script) passes."""
     if not command or mpi.implementation is None:
         return
     if not os.path.basename(command[0]).startswith(("mpiexec", "mpirun", "orterun")):
         return
     executable = shutil.which(command[0]) or command[0]
     said = launcher_family(executable)
-    if said not in ("unknown", mpi.implementation.family):
+    if said == mpi.implementation.family:
+        check_root(mpi, [*command, *args], env)
+    elif said != "unknown":
         raise LauncherError(
             f"{command[0]} is {said}'s launcher, but mpi4py loads {mpi.family} ({mpi.version}): its ranks would "
             f"not see each other. Use {mpi.family}'s launcher (leave mpi_cmd unset to let mpinb find it)")
