@@ -35,7 +35,11 @@ def test_collective_suite_on_ranks(nranks, tmp_path):
     )
     cmd = [*mpiexec(nranks), sys.executable, "-c", script]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=HERE.parent)
+        # env: Python's copy of the environment, as it was before MPI started in this process (the
+        # collective suite runs here too): an Open MPI singleton's variables would make the new
+        # mpiexec join this process's runtime instead of starting ranks
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=HERE.parent,
+                              env=dict(os.environ))
         code, tail = proc.returncode, proc.stdout[-2000:] + proc.stderr[-2000:]
     except subprocess.TimeoutExpired:
         code, tail = "timeout", f"no result after {TIMEOUT} s (a rank is blocked in a collective)"
