@@ -149,12 +149,14 @@ __all__ = [
     "batched_like_vmap",
     "batching",
     "block_function_name",
+    "block_owner",
     "build_ffi_lowering_function",
     "dce_rule",
     "ffi",
     "inline_closed_jaxpr",
     "ir",
     "ir_attribute",
+    "lower_every_primitive_in_place",
     "lowering_rule",
     "lowering_scratch",
     "mlir",
@@ -167,6 +169,7 @@ __all__ = [
     "shard_map_local_devices",
     "shard_map_manual_axes",
     "shard_map_with_replicated",
+    "user_line",
     "varying_like_inputs",
 ]
 
@@ -225,6 +228,42 @@ _HAS_CACHEABLE = "cacheable" in inspect.signature(mlir.register_lowering).parame
 def register_lowering(prim: Primitive, rule, *, platform: str | None = None, cacheable: bool = True) -> None:
     """``mlir.register_lowering`` of JAX 0.10."""
     mlir.register_lowering(prim, rule, platform=platform, **({"cacheable": cacheable} if _HAS_CACHEABLE else {}))
+
+
+def _lowering_tables() -> list[dict]:
+    return [mlir._lowerings, *getattr(_mlir_internal, "_platform_specific_lowerings", {}).values()]
+
+
+_LOWERED_IN_PLACE = [0]  # how many rules the tables held when every primitive was last marked
+
+
+def lower_every_primitive_in_place() -> None:
+    """Mark every primitive JAX has a lowering rule for as uncacheable. JAX >= 0.7 lowers an
+    equation of a cacheable primitive into a function of its own (cached by parameters and
+    operand types), then inlines a call to it; a collective nested in a higher-order primitive
+    (custom_linear_solve, custom_vmap_call, ...) would be lowered inside that function, out of
+    reach of the caller's ordering chain. Uncacheable, its rule runs in the caller's block, as
+    every rule did before JAX 0.7. Cheap to call again: it only works when rules were added
+    since (a primitive registered after mpinb was imported)."""
+    uncacheable = getattr(_mlir_internal, "_uncacheable_primitives", None)
+    tables = _lowering_tables()
+    count = sum(len(t) for t in tables)
+    if uncacheable is None or count == _LOWERED_IN_PLACE[0]:
+        return
+    for table in tables:
+        uncacheable.update(table)
+    _LOWERED_IN_PLACE[0] = count
+
+
+def user_line(ctx: mlir.LoweringRuleContext, own_package: str) -> str:
+    """``file:line`` of the user's code that traced the equation being lowered (the innermost
+    frame outside JAX and outside ``own_package``), or '' where JAX keeps no traceback."""
+    from jax._src import source_info_util
+
+    for frame in source_info_util.user_frames(getattr(ctx, "traceback", None)):
+        if not frame.file_name.startswith(own_package):
+            return f"{frame.file_name}:{frame.start_line}"
+    return ""
 
 
 # Constructs named as in jax.extend.core.primitives of JAX 0.10 whose primitive this JAX has
@@ -296,6 +335,13 @@ def block_function_name(block: ir.Block) -> str | None:
         except ValueError:  # a detached operation: the MLIR bindings raise instead of None
             return op.name
     return None
+
+
+def block_owner(block: ir.Block) -> str | None:
+    """The kind of operation a block belongs to (``func.func`` for a function's body,
+    ``stablehlo.while`` for a loop's, ...), None for a block of no operation."""
+    op = block.owner
+    return None if op is None else op.operation.name
 
 
 def optimization_barrier(value: ir.Value) -> ir.Value:

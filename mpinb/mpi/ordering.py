@@ -9,9 +9,14 @@ own, XLA could run two of them in either order once it inlines them, and a rank-
 program (``send`` on rank 0 where rank 1 does ``recv``) would swap messages or hang. So the
 chain is threaded through every nested computation that holds a collective:
 
-- call-like constructs (nested ``jit``, ``closed_call``, ``checkpoint``, ``custom_jvp``,
-  ``custom_vjp``, ``scan`` before it becomes a while loop) are lowered inline, in the caller's
-  block, where the chain simply continues;
+- every other construct is lowered in the caller's block, where the chain simply continues:
+  JAX >= 0.7 would lower each equation of a primitive into a function of its own (cached, then
+  inlined), so every primitive is marked uncacheable (``lower_every_primitive_in_place``), as
+  all were before JAX 0.7. A construct whose rule lowers its computation through JAX's own
+  implementation (``custom_linear_solve`` behind ``cg``/``gmres``/``bicgstab``,
+  ``custom_vmap_call``, ``linear_call``, ``checkpoint``, ``custom_jvp``/``custom_vjp``, ...) thus
+  lowers it in place; call-like constructs whose rule makes a function (nested ``jit``,
+  ``closed_call``) are lowered inline by mpinb when they hold a collective;
 - ``while`` and ``cond`` get the chain as one more loop carry or branch operand and result:
   their bodies, conditions and branches start from the value passed in (``order_enter``) and
   hand back the last one (``order_exit``);
@@ -19,14 +24,16 @@ chain is threaded through every nested computation that holds a collective:
   once per device of the mesh, so a collective there is refused when the mesh has more than one
   device of this process (MPI talks between processes: each would call it several times).
 
-Computations without an mpinb collective are lowered exactly as JAX lowers them. A collective
-in a block whose chain mpinb does not know (a construct not listed above, lowered as a function
-of its own) is refused when compiled, with the construct's name, rather than risk a swap.
-No JAX effect is declared, so jitted calls keep JAX's C++ fast dispatch path.
+Computations without an mpinb collective are lowered as JAX lowers them (without its per-equation
+cache). A collective that still lands in a function of its own (a construct whose rule makes one
+and that mpinb does not inline, such as ``custom_partitioning`` or ``pallas_call``) is refused
+when compiled, naming the op, the construct, the rank and the user's line, rather than risk a
+swap. No JAX effect is declared, so jitted calls keep JAX's C++ fast dispatch path.
 """
 
 from __future__ import annotations
 
+import os
 import weakref
 
 import numpy as np
@@ -37,9 +44,11 @@ from .jax_compat import (
     Primitive,
     ShapedArray,
     block_function_name,
+    block_owner,
     dce_rule,
     inline_closed_jaxpr,
     ir,
+    lower_every_primitive_in_place,
     lowering_rule,
     lowering_scratch,
     mlir,
@@ -51,8 +60,10 @@ from .jax_compat import (
     register_lowering,
     shard_map_local_devices,
     shard_map_with_replicated,
+    user_line,
 )
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # mpinb/: not the user's line
 ORDER_DTYPE = np.dtype(np.int8)
 ORDER_AVAL = ShapedArray((), ORDER_DTYPE)
 _CHAINS_KEY = ("mpinb", "ordering-chains")
@@ -67,19 +78,26 @@ ORDERED: set[Primitive] = set()
 
 
 def take_order(ctx: mlir.LoweringRuleContext, op_name: str = "collective") -> ir.Value:
-    """The ordering buffer left by the previous collective of the current block; for the first
-    collective of the program's entry function, a fresh constant."""
+    """The ordering buffer left by the previous collective of the current block, or handed to
+    the block by the construct around it (order_enter); for the first collective in the body of
+    the program's entry function, a fresh constant. Anywhere else (a function or region that
+    some construct made and mpinb did not thread the chain into) the collective is refused."""
     block = ir.InsertionPoint.current.block
     value = lowering_scratch(ctx, _CHAINS_KEY).get(block)
     if value is not None:
         return value
-    function = block_function_name(block)
-    if function not in (_ENTRY_FUNCTION, None):
-        raise NotImplementedError(
-            f"mpinb: {op_name} inside a nested computation ({function}) that mpinb cannot order "
-            f"against the other collectives; call it outside that construct"
-        )
-    return mlir.ir_constant(np.array(0, ORDER_DTYPE))
+    function, owner = block_function_name(block), block_owner(block)
+    if function is None or (function == _ENTRY_FUNCTION and owner == "func.func"):
+        return mlir.ir_constant(np.array(0, ORDER_DTYPE))
+    from mpi4py import MPI
+
+    line = user_line(ctx, _PACKAGE)
+    where = (f"{function}, a construct that JAX lowers as a function of its own" if owner == "func.func"
+             else f"a {owner} region of {function} that mpinb does not thread its ordering through")
+    raise NotImplementedError(
+        f"mpinb: {op_name} on rank {MPI.COMM_WORLD.Get_rank()}{f' at {line}' if line else ''} is inside {where}: "
+        "mpinb cannot order it against the other collectives there, so it refuses rather than risk a swapped "
+        "message or a hang; call the collective outside that construct")
 
 
 def leave_order(ctx: mlir.LoweringRuleContext, value: ir.Value) -> None:
@@ -281,7 +299,9 @@ THREADING = {
 
 
 def install() -> None:
-    """Wrap JAX's lowering and dead-code rules of the nested constructs (once per process)."""
+    """Lower every primitive in place, and wrap JAX's lowering and dead-code rules of the nested
+    constructs that need more (once per process)."""
+    lower_every_primitive_in_place()
     for name, prim in nested_primitives(THREADING):
         rule = lowering_rule(prim)
         if getattr(rule, "_mpinb_threaded", False):

@@ -39,6 +39,7 @@ from .jax_compat import (
     build_ffi_lowering_function,
     ir,
     ir_attribute,
+    lower_every_primitive_in_place,
     mlir,
     register_dce_rule,
     register_lowering,
@@ -107,7 +108,7 @@ def make_primitive(
     prim = Primitive(f"mpinb_{name}")
     prim.multiple_results = multiple_results
     prim.def_impl(partial(apply_primitive, prim))
-    prim.def_abstract_eval(varying_like_inputs(abstract_eval))
+    prim.def_abstract_eval(_noting_new_rules(varying_like_inputs(abstract_eval)))
     register_dce_rule(prim, _keep_alive_dce)
     target = f"mpinb_{name}"
 
@@ -139,6 +140,16 @@ def make_primitive(
     register_lowering(prim, lowering, platform="cpu", cacheable=False)
     ORDERED.add(prim)
     return prim
+
+
+def _noting_new_rules(abstract_eval):
+    """``abstract_eval`` that first lowers in place a primitive registered since mpinb was
+    imported (ordering.py): a construct the program holds the collective in is traced before it
+    is lowered."""
+    def evaluate(*avals, **params):
+        lower_every_primitive_in_place()
+        return abstract_eval(*avals, **params)
+    return evaluate
 
 
 def _layout_kwargs(ctx, args, passed, operand_layouts) -> dict:
