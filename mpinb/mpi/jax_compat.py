@@ -43,6 +43,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import os
+import sys
 import warnings
 
 import jax
@@ -153,6 +155,7 @@ __all__ = [
     "build_ffi_lowering_function",
     "dce_rule",
     "ffi",
+    "host_callback_frame",
     "inline_closed_jaxpr",
     "ir",
     "ir_attribute",
@@ -253,6 +256,22 @@ def lower_every_primitive_in_place() -> None:
     for table in tables:
         uncacheable.update(table)
     _LOWERED_IN_PLACE[0] = count
+
+
+#: JAX's modules that call a host callback's Python function (pure_callback, io_callback,
+#: debug.callback, buffer_callback)
+_CALLBACK_FILES = tuple(os.path.join("jax", "_src", name) for name in ("callback.py", "debugging.py",
+                                                                       "buffer_callback.py"))
+
+
+def host_callback_frame():
+    """The frame of JAX's host-callback machinery this thread is running inside, or None."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_CALLBACK_FILES):
+            return frame
+        frame = frame.f_back
+    return None
 
 
 def user_line(ctx: mlir.LoweringRuleContext, own_package: str) -> str:

@@ -46,6 +46,7 @@ from .jax_compat import (
     block_function_name,
     block_owner,
     dce_rule,
+    host_callback_frame,
     inline_closed_jaxpr,
     ir,
     lower_every_primitive_in_place,
@@ -98,6 +99,26 @@ def take_order(ctx: mlir.LoweringRuleContext, op_name: str = "collective") -> ir
         f"mpinb: {op_name} on rank {MPI.COMM_WORLD.Get_rank()}{f' at {line}' if line else ''} is inside {where}: "
         "mpinb cannot order it against the other collectives there, so it refuses rather than risk a swapped "
         "message or a hang; call the collective outside that construct")
+
+
+def refuse_inside_host_callback(op_name: str) -> None:
+    """A collective called from a host callback's Python function (``jax.pure_callback``,
+    ``io_callback``, ``jax.debug.callback``): XLA runs the callback whenever its operands are
+    ready, unordered with the collectives of the computation around it, so it is refused (a
+    ``RuntimeError`` on this rank, which XLA reports from the computation)."""
+    if host_callback_frame() is None:
+        return
+    import traceback
+
+    from mpi4py import MPI
+
+    user = [f for f in traceback.extract_stack() if not f.filename.startswith(_PACKAGE) and "/jax/" not in f.filename]
+    line = f" at {user[-1].filename}:{user[-1].lineno}" if user else ""
+    raise RuntimeError(
+        f"mpinb: {op_name} on rank {MPI.COMM_WORLD.Get_rank()}{line} is called inside a host callback "
+        "(jax.pure_callback, io_callback or debug.callback): XLA runs a callback whenever its operands are "
+        "ready, unordered with the collectives around it, so mpinb refuses rather than risk a swapped message "
+        "or a hang; return the data from the callback and call the collective in the traced program")
 
 
 def leave_order(ctx: mlir.LoweringRuleContext, value: ir.Value) -> None:

@@ -45,7 +45,7 @@ from .jax_compat import (
     register_lowering,
     varying_like_inputs,
 )
-from .ordering import ORDER_AVAL, ORDER_DTYPE, ORDERED, leave_order, take_order
+from .ordering import ORDER_AVAL, ORDER_DTYPE, ORDERED, leave_order, refuse_inside_host_callback, take_order
 
 
 def row_major(ndim: int) -> tuple[int, ...]:
@@ -107,8 +107,8 @@ def make_primitive(
         raise ValueError(f"mpinb: {name!r} is not an op of mpinb/optable.py")
     prim = Primitive(f"mpinb_{name}")
     prim.multiple_results = multiple_results
-    prim.def_impl(partial(apply_primitive, prim))
-    prim.def_abstract_eval(_noting_new_rules(varying_like_inputs(abstract_eval)))
+    prim.def_impl(partial(_eager, prim, name))
+    prim.def_abstract_eval(_noting_new_rules(name, varying_like_inputs(abstract_eval)))
     register_dce_rule(prim, _keep_alive_dce)
     target = f"mpinb_{name}"
 
@@ -142,11 +142,18 @@ def make_primitive(
     return prim
 
 
-def _noting_new_rules(abstract_eval):
-    """``abstract_eval`` that first lowers in place a primitive registered since mpinb was
-    imported (ordering.py): a construct the program holds the collective in is traced before it
-    is lowered."""
+def _eager(prim: Primitive, name: str, *args, **params):
+    """A collective run eagerly (compiled alone, cached), unless called inside a host callback."""
+    refuse_inside_host_callback(name)
+    return apply_primitive(prim, *args, **params)
+
+
+def _noting_new_rules(name: str, abstract_eval):
+    """``abstract_eval`` that first refuses a collective traced inside a host callback and
+    lowers in place a primitive registered since mpinb was imported (ordering.py): a construct
+    the program holds the collective in is traced before it is lowered."""
     def evaluate(*avals, **params):
+        refuse_inside_host_callback(name)
         lower_every_primitive_in_place()
         return abstract_eval(*avals, **params)
     return evaluate

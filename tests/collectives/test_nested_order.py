@@ -61,6 +61,47 @@ def _shard_map(f):
                      out_specs=PartitionSpec("x"), **unchecked)
 
 
+def _custom_linear_solve(f):
+    """``lax.custom_linear_solve`` (behind ``cg``, ``gmres``, ``bicgstab``): f as its solve."""
+    return lambda x: lax.custom_linear_solve(lambda v: v, x, solve=lambda _, b: f(b))
+
+
+def _custom_vmap(f):
+    from jax.custom_batching import custom_vmap
+
+    g = custom_vmap(f)
+    g.def_vmap(lambda axis_size, in_batched, x: (jax.vmap(f)(x), in_batched[0]))
+    return g
+
+
+def _linear_call(f):
+    from jax.custom_derivatives import linear_call
+
+    return lambda x: linear_call(lambda _, v: f(v), lambda _, v: v, (), x)
+
+
+def _checkify(f):
+    from jax.experimental import checkify
+
+    return lambda x: checkify.checkify(f)(x)[1]
+
+
+def _custom_vjp_optimize_remat(f):
+    """A custom_vjp whose forward pass is staged on its own (``remat_opt`` on JAX 0.10)."""
+    g = jax.custom_vjp(f)
+    g.defvjp(lambda x: (f(x), None), lambda _, ct: (ct,), optimize_remat=True)
+    return lambda x: jax.grad(lambda v: jnp.sum(g(v)), allow_int=True)(x) * 0 + g(x)
+
+
+def _pallas_interpret(f):
+    """A Pallas kernel in interpret mode (the one Pallas runs on CPU), f on its block."""
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = f(x_ref[...])
+    return lambda x: pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=True)(x)
+
+
 WRAPPERS = {
     "jit": jax.jit,
     "checkpoint": jax.checkpoint,
@@ -73,6 +114,15 @@ WRAPPERS = {
     "custom_vjp": _custom_vjp,
     "vmap": lambda f: lambda x: jax.vmap(f)(jnp.stack([x, x + 0.0]))[1],
     "shard_map": _shard_map,
+    "checkpoint(policy)": lambda f: jax.checkpoint(f, policy=jax.checkpoint_policies.dots_saveable),
+    "lax.map": lambda f: lambda x: lax.map(f, x[None])[0],
+    "custom_linear_solve": _custom_linear_solve,
+    "custom_vmap": _custom_vmap,
+    "linear_call": _linear_call,
+    "checkify": _checkify,
+    "custom_vjp(optimize_remat)": _custom_vjp_optimize_remat,
+    "scan(unroll=2)": lambda f: lambda x: lax.scan(lambda c, _: (f(c), None), x, None, length=2, unroll=2)[0],
+    "pallas_call(interpret)": _pallas_interpret,
     "jit(cond(fori_loop))": lambda f: jax.jit(WRAPPERS["cond"](WRAPPERS["fori_loop"](f))),
     "shard_map(cond)": lambda f: _shard_map(WRAPPERS["cond"](f)),
 }
