@@ -76,7 +76,8 @@ def assert_each_message_once(nb) -> int:
     return views
 
 
-@pytest.mark.parametrize("name", ["01_quickstart", "02_debugging_transpose", "03_pencil_fft", "04_jax_native"])
+@pytest.mark.parametrize("name", ["01_quickstart", "02_debugging_transpose", "03_pencil_fft", "04_jax_native",
+                                  "05_distributed_cg"])
 def test_paired_sources_are_in_sync(name):
     a = jupytext.read(TWINS / f"{name}.py")
     b = jupytext.read(NOTEBOOKS / f"{name}.ipynb")
@@ -188,3 +189,17 @@ def test_jax_native():
     assert "rank 0 is blocked inside a jitted collective and cannot be interrupted" in stalled
     assert ("still running, waits in jit(<lambda>) (all-to-all over 2 devices) at Cell In[8], line 3; "
             "rank 1 finished the cell without calling it") in stalled, stalled
+
+
+def test_distributed_cg():
+    nb = execute("05_distributed_cg.ipynb")
+    assert assert_each_message_once(nb) >= 3
+    cells = code_cells(nb)
+    solve = texts(cells[2])
+    assert "|A x - b| over all ranks below 1e-12: True" in solve
+    assert "compare: x: jit ~ eager" in solve or "compare: x: jit == eager" in solve, solve
+    assert "jit != eager" not in solve, solve  # the lesson shows no false alarm
+    assert "[rank 0]" in solve and "[rank 1]" in solve and "my_residual: float64[]" in solve  # side by side
+    gradient = texts(cells[3])
+    assert "x equals numpy: True" in gradient and "grad equals numpy: True" in gradient
+    assert "jax cg equals numpy: True" in texts(cells[4]) and "jit == eager: x_jax" in texts(cells[4])

@@ -100,18 +100,28 @@ def test_the_version_is_the_installed_distribution_s():
 
 def test_jax_older_than_the_floor_is_refused_and_newer_than_tested_warned_about():
     from mpinb.errors import JaxVersionWarning
-    from mpinb.mpi import jax_compat
+    from mpinb.mpi import jax_versions
 
     with pytest.raises(ImportError, match=r"needs JAX 0\.4\.36 or newer; JAX 0\.4\.30 is installed: pip install"):
-        jax_compat.check_jax_version("0.4.30")
-    newest = ".".join(map(str, jax_compat.NEWEST_TESTED))
+        jax_versions.check_jax_version("0.4.30")
+    newest = ".".join(map(str, jax_versions.NEWEST_TESTED))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        jax_compat.check_jax_version(f"{newest}.9")  # the newest series tested: silent
-        jax_compat.check_jax_version("0.4.36")
-    later = f"{jax_compat.NEWEST_TESTED[0]}.{jax_compat.NEWEST_TESTED[1] + 1}.0"
+        jax_versions.check_jax_version(f"{newest}.9")  # the newest series tested: silent
+        jax_versions.check_jax_version("0.4.36")
+    later = f"{jax_versions.NEWEST_TESTED[0]}.{jax_versions.NEWEST_TESTED[1] + 1}.0"
     with pytest.warns(JaxVersionWarning, match=rf"tested with JAX 0\.4\.36 to {newest}\.x; JAX {later} is installed"):
-        jax_compat.check_jax_version(later)
+        jax_versions.check_jax_version(later)
+
+
+def test_the_floor_is_pyproject_s_lower_bound_of_jax():
+    """The one number in two places (the metadata pip reads, the check at import): kept equal."""
+    import re
+
+    from mpinb.mpi import jax_versions
+
+    requirements = re.findall(r'^\s*"(jax>=[^"]*)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert requirements == [f"jax>={jax_versions.dotted(jax_versions.FLOOR)}"]
 
 
 def test_a_jax_internal_that_moved_names_itself():

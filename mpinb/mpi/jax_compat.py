@@ -27,15 +27,14 @@ releases, so it is named once, with what it is for:
   the varying axes of abstract values (``manual_axis_type``/``vma``).
 - For ``recv`` under ``vmap``: the current trace (``core.trace_ctx``) and ``BatchTrace``/
   ``BatchTracer`` (``parent_trace``, ``axis_data.size``).
+- ``lower_every_primitive_in_place`` (``mlir._uncacheable_primitives``, the rule tables),
+  ``user_line`` (``source_info_util.user_frames``), ``host_callback_frame`` (the files of JAX's
+  host callbacks): ordering.py's rule for every construct.
 
-Works with JAX 0.4.36 to 0.10.2 (the collective suite, nested ordering included, passed on
-0.4.36, 0.5.0, 0.6.0, 0.7.0 and 0.10.2 at 1, 2 and 4 ranks). CI runs the whole suite on the newest
-release and the collective suite on the floor, the lower bound of ``jax>=`` in ``pyproject.toml``
-(.ci/floor). There is no upper bound: a JAX newer than ``NEWEST_TESTED`` is let through with a
-``JaxVersionWarning`` at import, and an internal it no longer has is an ``ImportError`` that names
-the internal, what mpinb used it for and which JAX to install (README, "Which JAX"). When a new JAX
+Which JAX releases: mpinb/mpi/jax_versions.py. An internal a JAX no longer has is an
+``ImportError`` that names it, what mpinb used it for and which JAX to install. When a new JAX
 breaks something, this module is where to adapt; when an old one would need too much here, raise
-that lower bound.
+the floor.
 """
 
 from __future__ import annotations
@@ -45,47 +44,10 @@ import importlib
 import inspect
 import os
 import sys
-import warnings
 
 import jax
 
-from ..errors import JaxVersionWarning
-
-#: the oldest JAX mpinb runs on (pyproject.toml's ``jax>=``) and the newest series it was tested on
-FLOOR = (0, 4, 36)
-NEWEST_TESTED = (0, 10)
-
-
-def release(version: str) -> tuple[int, ...]:
-    """(0, 10, 2) from '0.10.2' or '0.10.2.dev20260101'; () when there is no number."""
-    numbers = []
-    for part in version.split("."):
-        if not part.isdigit():
-            break
-        numbers.append(int(part))
-    return tuple(numbers)
-
-
-def _dotted(numbers: tuple[int, ...]) -> str:
-    return ".".join(map(str, numbers))
-
-
-def _next_series() -> str:
-    return f"{NEWEST_TESTED[0]}.{NEWEST_TESTED[1] + 1}"
-
-
-def check_jax_version(version: str) -> None:
-    """Refuse a JAX older than the floor (ImportError); warn about one newer than the newest
-    series tested (it may well work: most releases keep what mpinb uses)."""
-    numbers = release(version)
-    if numbers and numbers < FLOOR:
-        raise ImportError(f"mpinb needs JAX {_dotted(FLOOR)} or newer; JAX {version} is installed: "
-                          f"pip install 'jax>={_dotted(FLOOR)}'")
-    if numbers[:2] > NEWEST_TESTED:
-        warnings.warn(f"mpinb was tested with JAX {_dotted(FLOOR)} to {_dotted(NEWEST_TESTED)}.x; JAX {version} "
-                      f"is installed. If a collective fails to trace or compile, pip install "
-                      f"'jax<{_next_series()}' (and report it).", JaxVersionWarning, stacklevel=2)
-
+from .jax_versions import FLOOR, NEWEST_TESTED, check_jax_version, dotted, next_series
 
 check_jax_version(jax.__version__)
 
@@ -100,7 +62,7 @@ def _internal(module: str, name: str | None = None, *, purpose: str):
         what = f"{module}.{name}" if name else module
         raise ImportError(
             f"mpinb: JAX {jax.__version__} has no {what} (used for {purpose}); mpinb was tested with "
-            f"JAX {_dotted(FLOOR)} to {_dotted(NEWEST_TESTED)}.x: pip install 'jax<{_next_series()}', "
+            f"JAX {dotted(FLOOR)} to {dotted(NEWEST_TESTED)}.x: pip install 'jax<{next_series()}', "
             f"or an mpinb that supports JAX {jax.__version__}"
         ) from exc
 

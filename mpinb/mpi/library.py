@@ -20,7 +20,7 @@ from mpi4py import MPI
 
 from ..launch.mpi_impl import family_of as mpi_family
 from ..launch.mpi_impl import first_line
-from .jax_compat import release
+from .jax_versions import release
 
 DEBUG_ENV = "MPINB_DEBUG"
 CHECKED_ENV = "MPINB_CHECKED"
