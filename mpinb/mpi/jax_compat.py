@@ -43,6 +43,7 @@ import contextlib
 import importlib
 import inspect
 import os
+import re
 import sys
 
 import jax
@@ -241,7 +242,15 @@ def user_line(ctx: mlir.LoweringRuleContext, own_package: str) -> str:
     frame outside JAX and outside ``own_package``), or '' where JAX keeps no traceback."""
     from jax._src import source_info_util
 
-    for frame in source_info_util.user_frames(getattr(ctx, "traceback", None)):
+    traceback = getattr(ctx, "traceback", None)
+    if traceback is None:  # older JAX inside a region: the MLIR location JAX set holds the frames
+        for file_name, line in re.findall(r'"([^"]+)":(\d+):\d+', str(ir.Location.current)):
+            if not file_name.startswith(own_package) and f"{os.sep}jax{os.sep}" not in file_name:
+                return f"{file_name}:{line}"
+        return ""
+    if "source_info" in inspect.signature(source_info_util.user_frames).parameters:  # JAX < 0.5
+        traceback = source_info_util.SourceInfo(traceback, source_info_util.NameStack())
+    for frame in source_info_util.user_frames(traceback):
         if not frame.file_name.startswith(own_package):
             return f"{frame.file_name}:{frame.start_line}"
     return ""

@@ -1,8 +1,9 @@
 """Every construct of the installed JAX that holds a computation, with an mpinb collective inside.
 
 The constructs are found by walking JAX's own registry (``constructs()``): every ``Primitive``
-that a module of the installed JAX defines, and among them those whose rules take a computation
-as a parameter (their parameter names say so: a jaxpr, branches, a callee, a callback, a
+defined by the installed JAX's modules that its public modules import (importing each public
+module; the private ones come in as they need them, in their own order), and among them those
+whose rules take a computation as a parameter (their parameter names say so: a jaxpr, branches, a callee, a callback, a
 computation). Each must have a row in ``ROWS``, one of:
 
 - ``Ordered(wrapper)``: a user program puts a collective inside it, and mpinb keeps program
@@ -53,11 +54,13 @@ _COMPUTATION = re.compile(r"^(call|callee|callback|branches|computation)$|jaxpr"
 @functools.cache
 def constructs() -> dict[str, list[str]]:
     """{primitive name: the parameters of its rules that hold a computation}, for every primitive
-    that a module of the installed JAX defines (the modules importable on this machine)."""
+    of the installed JAX that its public modules (importable on this machine) bring in."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for info in pkgutil.walk_packages(jax.__path__, "jax."):
-            if not any(part in info.name for part in _SKIPPED_MODULES):
+        # (onerror: a package that fails to import while the walk looks into it is skipped too)
+        for info in pkgutil.walk_packages(jax.__path__, "jax.", onerror=lambda name: None):
+            public = not any(part.startswith("_") for part in info.name.split("."))
+            if public and not any(part in info.name for part in _SKIPPED_MODULES):
                 try:
                     importlib.import_module(info.name)
                 except Exception:  # noqa: BLE001, S112 - a module that needs a GPU, TPU or extra package
@@ -191,6 +194,8 @@ ROWS = {
     "custom_vmap_call": Ordered("custom_vmap"),
     "linear_call": Ordered("linear_call"),
     "pallas_call": Ordered("pallas_call(interpret)"),
+    "xla_pmap": Ordered("pmap"),  # before JAX 0.10 staged pmap as a shard_map
+    "custom_transpose_call": Ordered("custom_transpose"),
     # a function or region of its own: refused
     "reduce": Refused(_reduce),
     "reduce_window": Refused(_reduce_window),
@@ -219,6 +224,7 @@ ROWS = {
     "pipeline_body": Unreachable(_KERNEL),
     "run_scoped": Unreachable(_KERNEL),
     "run_state": Unreachable(_KERNEL + "; outside kernels, mutable refs are discharged before lowering"),
+    "for": Unreachable("private (jax._src.lax.control_flow.for_loop), used by Pallas' GPU kernels"),
     "scatter": Unreachable(_COMBINER),
     "scatter-add": Unreachable(_COMBINER),
     "scatter-sub": Unreachable(_COMBINER),

@@ -8,6 +8,8 @@ ranks ran the two exchanges in different orders, the halos would be swapped (``a
 ``b``'s halo) or both ranks would wait in ``recv``. Unpaired ranks talk to ``MPI.PROC_NULL``.
 """
 
+import importlib.util
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -102,6 +104,18 @@ def _pallas_interpret(f):
     return lambda x: pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=True)(x)
 
 
+def _custom_transpose(f):
+    """``jax.custom_transpose`` (a public module up to JAX 0.5): f as the function."""
+    from jax.custom_transpose import custom_transpose
+
+    @custom_transpose
+    def t(_, x):
+        return f(x)
+
+    t.def_transpose(lambda _, ct: ct)
+    return lambda x: t(jax.ShapeDtypeStruct(x.shape, x.dtype), (), x)
+
+
 WRAPPERS = {
     "jit": jax.jit,
     "checkpoint": jax.checkpoint,
@@ -123,9 +137,12 @@ WRAPPERS = {
     "custom_vjp(optimize_remat)": _custom_vjp_optimize_remat,
     "scan(unroll=2)": lambda f: lambda x: lax.scan(lambda c, _: (f(c), None), x, None, length=2, unroll=2)[0],
     "pallas_call(interpret)": _pallas_interpret,
+    "pmap": lambda f: lambda x: jax.pmap(f)(x[None])[0],
     "jit(cond(fori_loop))": lambda f: jax.jit(WRAPPERS["cond"](WRAPPERS["fori_loop"](f))),
     "shard_map(cond)": lambda f: _shard_map(WRAPPERS["cond"](f)),
 }
+if importlib.util.find_spec("jax.custom_transpose") is not None:
+    WRAPPERS["custom_transpose"] = _custom_transpose
 
 
 def _expected(rank, peer, a0, b0):
