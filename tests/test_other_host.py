@@ -28,7 +28,8 @@ def _can_unshare() -> str | None:
 def test_fault_and_output_tests_pass_with_the_engines_on_another_host(tmp_path):
     require("namespaces", _can_unshare())
     env = dict(os.environ, MPINB_TEST_OTHER_HOST="1")
-    pytest_passes(["test_faults.py", "test_output.py"], env, prefix=["unshare", "--pid", "--fork", "--mount-proc"],
+    pytest_passes(["test_faults.py", "test_output.py", "test_lifetime.py"], env,
+                  prefix=["unshare", "--pid", "--fork", "--mount-proc"],
                   timeout=TIMEOUT)
 
 

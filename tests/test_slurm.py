@@ -103,7 +103,7 @@ def test_batch_job_outside_an_allocation(slurm, monkeypatch):
 
 def test_fault_and_output_tests_pass_as_a_slurm_job_step(slurm, allocation):
     env = dict(os.environ, MPINB_TEST_SLURM="1", SLURM_JOB_ID=allocation)
-    pytest_passes(["test_faults.py", "test_output.py"], env, timeout=TIMEOUT)
+    pytest_passes(["test_faults.py", "test_output.py", "test_lifetime.py"], env, timeout=TIMEOUT)
     assert not [step for step in slurm.steps() if step.startswith(f"{allocation}.")], "a step outlived its cluster"
 
 

@@ -33,6 +33,7 @@ from ..analysis.grouping import label
 from ..errors import ClusterBusy, ClusterError, ClusterLost, ClusterNotRunning, EngineSetupError, LauncherError
 from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
 from ..options import CellOptions
+from . import lifetime
 from .health import ClusterHealth, first_remote_error
 from .progress import StartProgress
 
@@ -72,6 +73,9 @@ class MPICluster(ClusterHealth):
     local_devices: CPU devices per engine process (default JAX's: one).
     start_timeout: seconds to wait for all engines to register.
     progress: show a progress bar while the cluster starts (engines registered, phase, time).
+    keep_alive: let the cluster outlive the process that started it (a kernel restarted, or
+        killed) for this many seconds without a holder; a new kernel's ``attach`` holds it again.
+        By default the cluster ends as soon as its holder is gone (mpinb.client.watchdog).
     """
 
     def __init__(self, n: int = 4, *, launcher: str | None = None, mpi_cmd=None, mpi_args=(),
@@ -80,7 +84,7 @@ class MPICluster(ClusterHealth):
                  encrypt: bool | None = None, hlo: bool = True, checked: bool = True,
                  jax_distributed: bool = False, local_devices: int | None = None,
                  start_timeout: float = DEFAULT_START_TIMEOUT, progress: bool = True,
-                 cluster_id: str | None = None):
+                 cluster_id: str | None = None, keep_alive: float | None = None):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"MPICluster: n must be a positive int, got {n!r}")
         if launcher is None:
@@ -113,6 +117,10 @@ class MPICluster(ClusterHealth):
         self.local_devices = local_devices
         self.start_timeout = float(start_timeout)
         self.progress = progress
+        if keep_alive is not None and (isinstance(keep_alive, bool) or not isinstance(keep_alive, (int, float))
+                                       or keep_alive < 0):
+            raise ValueError(f"MPICluster: keep_alive must be a number of seconds >= 0, got {keep_alive!r}")
+        self.keep_alive = None if keep_alive is None else float(keep_alive)
         self.cluster_id = cluster_id
         self._cluster = None
         self.client = None
@@ -151,8 +159,10 @@ class MPICluster(ClusterHealth):
             c.Cluster.controller_args = ["--IPController.enable_curve=True"]
         # UCX's own crash handler prints a C backtrace (seconds, under load) before the rank
         # dies; faulthandler already gives the Python one, and the report must come fast.
-        env = {"JAX_PLATFORMS": "cpu", "UCX_HANDLE_ERRORS": "none"}
+        # MPINB_CLUSTER_ID: every process of the job carries the cluster's id (what tests count)
+        env = {"JAX_PLATFORMS": "cpu", "UCX_HANDLE_ERRORS": "none", "MPINB_CLUSTER_ID": self.cluster_id or ""}
         launch.configure(c, env)
+        c.LocalControllerLauncher.environment = {"MPINB_CLUSTER_ID": self.cluster_id or ""}
         return c
 
     # ----------------------------------------------------------------------- lifecycle
@@ -193,6 +203,7 @@ class MPICluster(ClusterHealth):
                                     cluster_id=self.cluster_id)
         try:
             self._cluster.start_cluster_sync()
+            lifetime.register(self, self._cluster)  # from here on, nothing outlives this process
             self.client = self._cluster.connect_client_sync()
             progress.phase("engines registering")
             self._wait_for_engines(t0, progress)
@@ -292,6 +303,7 @@ class MPICluster(ClusterHealth):
         if self.workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
+        lifetime.unregister(self.cluster_id)
         if self._own_cluster_id:  # a restart gets a new id (and job name)
             self.cluster_id, self._own_cluster_id = None, False
 

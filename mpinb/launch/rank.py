@@ -7,11 +7,16 @@ it, and when the child ends abnormally writes one exit record line to stderr (se
 The MPI launcher carries that line to the notebook's host. That is how a SIGKILL, a segfault or
 ``os._exit`` of one rank is reported by rank and cause instead of as a generic timeout. DIR is
 a directory on the engine's own host (for the fault file). The wrapper exits like its child.
+
+When its parent (the MPI launcher's process on this host) dies, the wrapper kills its engine
+(Linux's parent-death signal): a launcher killed without a chance to end its ranks (the
+watchdog of a dead kernel, mpinb.client.watchdog) leaves no engine running, on any host.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -21,6 +26,16 @@ import time
 from ..wire.status import exit_line, fault_path
 
 EXIT_LINGER = 1.0  # seconds
+PR_SET_PDEATHSIG = 1  # prctl(2)
+PARENT_DIED = signal.SIGUSR2  # what the kernel sends this wrapper when its parent dies
+
+
+def signal_on_parent_death(sig: int) -> bool:
+    """Ask Linux to send ``sig`` to this process when its parent dies (False where it cannot)."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
 RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
 
 
@@ -68,6 +83,7 @@ def main(argv=None) -> int:
     command = argv[argv.index("--") + 1:]
     os.makedirs(status_dir, exist_ok=True)
     ensure_profile_dir(command)
+    parent = os.getppid()
     # close_fds=False: the child inherits the MPI launcher's PMI socket (PMI_FD) to become the rank
     child = subprocess.Popen(command, close_fds=False)
 
@@ -75,8 +91,15 @@ def main(argv=None) -> int:
         with contextlib.suppress(ProcessLookupError):
             child.send_signal(signum)
 
+    def parent_died(_signum, _frame):
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()  # SIGKILL: an engine blocked in MPI would not answer another signal
+
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, forward)
+    signal.signal(PARENT_DIED, parent_died)
+    if signal_on_parent_death(PARENT_DIED) and os.getppid() != parent:  # it died before we asked
+        parent_died(PARENT_DIED, None)
     returncode = child.wait()
     if returncode != 0:
         rank = rank_from_environment()

@@ -1,0 +1,71 @@
+"""How long a cluster lives: registered with its watchdog as soon as its processes start (so that
+a kernel killed even during the start leaves nothing behind), unregistered when it is stopped.
+See mpinb.client.registry (the files) and mpinb.client.watchdog (the process that ends a
+cluster whose holder is gone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+
+from . import registry
+
+
+def _entry(pid: int) -> dict | None:
+    """A process of the cluster as its file names it: PID, start time, process group."""
+    try:
+        proc = psutil.Process(pid)
+        return {"pid": pid, "started": proc.create_time(), "pgid": os.getpgid(pid)}
+    except (psutil.Error, ProcessLookupError):
+        return None
+
+
+def local_processes(ipp_cluster) -> list[dict]:
+    """The processes ipyparallel started on this host for the cluster: the MPI launchers (each
+    the leader of its own process group), then the controller."""
+    launchers = [getattr(es, "process", None) for es in getattr(ipp_cluster, "engines", {}).values()]
+    controller = getattr(getattr(ipp_cluster, "controller", None), "process", None)
+    pids = [p.pid for p in [*launchers, controller] if isinstance(p, psutil.Process)]
+    return [e for e in map(_entry, pids) if e is not None]
+
+
+def register(cluster, ipp_cluster) -> subprocess.Popen:
+    """Write the cluster's file (this process its holder) and start its watchdog."""
+    security = os.path.join(ipp_cluster.profile_dir, "security")
+    record = {
+        "id": cluster.cluster_id,
+        "n": cluster.n,
+        "launcher": cluster.launcher,
+        "started_at": time.time(),
+        "holder": registry.me(),
+        "released_at": None,
+        "keep_alive": cluster.keep_alive,
+        "processes": local_processes(ipp_cluster),
+        "slurm_job_name": (f"mpinb-{cluster.cluster_id}" if cluster.launcher == "slurm" else None),
+        "workdir": cluster.workdir,
+        "profile_dir": ipp_cluster.profile_dir,
+        "ipp_cluster_file": ipp_cluster.cluster_file,
+        "files": [os.path.join(security, f"*{cluster.cluster_id}*.json"), ipp_cluster.cluster_file],
+    }
+    registry.write(cluster.cluster_id, record)
+    log = open(os.path.join(registry.folder(), f"{cluster.cluster_id}.log"), "ab")  # noqa: SIM115 - the child owns it
+    with log:
+        return subprocess.Popen([sys.executable, "-m", "mpinb.client.watchdog", cluster.cluster_id],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+
+
+def unregister(cluster_id: str | None) -> None:
+    """The cluster was stopped by its holder: its watchdog exits, its log goes."""
+    if not cluster_id:
+        return
+    registry.remove(cluster_id)
+    for path in glob.glob(os.path.join(registry.folder(), f"{cluster_id}.log")):
+        with contextlib.suppress(OSError):
+            os.remove(path)

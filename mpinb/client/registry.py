@@ -1,0 +1,102 @@
+"""This user's clusters on this host, one file each: what a new kernel needs to find, attach to
+or end a cluster, and what the cluster's watchdog (mpinb.launch.watchdog) needs to end it when
+no kernel holds it any more.
+
+The files live in ``<Jupyter runtime dir>/mpinb-clusters/<cluster id>.json`` (the folder mode
+0700, each file 0600: they name the cluster's processes and its connection files, which carry
+its key). A cluster's *holder* is the process (a kernel, a script) that started or last attached
+to it, named by PID and start time so that a reused PID is not taken for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+
+import psutil
+
+FOLDER = "mpinb-clusters"
+
+
+def folder() -> str:
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    path = os.path.join(jupyter_runtime_dir(), FOLDER)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def path_of(cluster_id: str) -> str:
+    return os.path.join(folder(), f"{cluster_id}.json")
+
+
+def me() -> dict:
+    """This process as a holder: its PID, start time and host."""
+    return {"pid": os.getpid(), "started": psutil.Process().create_time(), "host": socket.gethostname()}
+
+
+def alive(holder: dict | None) -> bool:
+    """Whether the holder process still runs (the same process: PID and start time)."""
+    if not holder:
+        return False
+    try:
+        return abs(psutil.Process(holder["pid"]).create_time() - holder["started"]) < 0.01
+    except (psutil.Error, KeyError, TypeError):
+        return False
+
+
+def write(cluster_id: str, record: dict) -> str:
+    """Write (or replace) a cluster's file, readable by its owner only."""
+    path = path_of(cluster_id)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(record, fh, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    return path
+
+
+def read(cluster_id: str) -> dict | None:
+    try:
+        with open(path_of(cluster_id)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def update(cluster_id: str, **changes) -> dict | None:
+    """Change some fields of a cluster's file; None when it is gone."""
+    record = read(cluster_id)
+    if record is None:
+        return None
+    record.update(changes)
+    write(cluster_id, record)
+    return record
+
+
+def remove(cluster_id: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path_of(cluster_id))
+
+
+def clusters() -> list[dict]:
+    """Every cluster file of this user here, oldest first."""
+    found = []
+    for name in sorted(os.listdir(folder())):
+        if name.endswith(".json"):
+            record = read(name[:-len(".json")])
+            if record is not None:
+                found.append(record)
+    return sorted(found, key=lambda r: r.get("started_at", 0))
+
+
+def idle_seconds(record: dict, now: float | None = None) -> float | None:
+    """How long a cluster has had no live holder, None while it has one."""
+    if alive(record.get("holder")):
+        return None
+    since = record.get("released_at") or record.get("started_at") or 0
+    return max(0.0, (time.time() if now is None else now) - since)
