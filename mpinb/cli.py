@@ -1,5 +1,5 @@
-"""Command line: ``mpinb demo [-n N]``, ``mpinb tutorials [DIR] [--force]``, ``mpinb --version``
-(also ``python -m mpinb ...``)."""
+"""Command line: ``mpinb demo [-n N]``, ``mpinb tutorials [DIR] [--force]``, ``mpinb list``,
+``mpinb clean``, ``mpinb --version`` (also ``python -m mpinb ...``)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ def parser() -> argparse.ArgumentParser:
     tutorials.add_argument("dir", nargs="?", default=DEFAULT_DIR, metavar="DIR",
                            help=f"the folder to copy into (default ./{DEFAULT_DIR}; made if missing)")
     tutorials.add_argument("--force", action="store_true", help="also replace notebooks you changed")
+    sub.add_parser("list", help="this user's clusters on this host: held by a kernel, or idle for how long")
+    sub.add_parser("clean", help="end the clusters no kernel holds and remove their files")
     return top
 
 
@@ -44,6 +46,14 @@ def main(argv=None) -> int:
             print(f"mpinb tutorials: {exc}", file=sys.stderr)
             return 1
         print("\n".join(report.lines()))
+        return 0
+    if args.command in ("list", "clean"):
+        from .client import attach
+
+        if args.command == "list":
+            print("\n".join(attach.listing()) or "no mpinb clusters of this user on this host")
+        else:
+            print("\n".join(f"ended {line}" for line in attach.clean()) or "nothing to clean: every cluster is held")
         return 0
     return 2  # pragma: no cover
 

@@ -5,6 +5,7 @@
     │   ├── ClusterNotRunning no cluster was started, or it was stopped
     │   ├── ClusterBusy       ranks still run (or are blocked in MPI inside) an earlier cell
     │   ├── ClusterLost       the MPI job ended (a rank died): only a restart helps
+    │   ├── ClusterHeld       attach: another live kernel holds the cluster (force takes it over)
     │   ├── LauncherError     a launcher cannot be used as asked (not installed, bad option)
     │   └── EngineSetupError  an engine could not be set up as asked (--jax-distributed)
     ├── CellFailed            a rank failed, died or did not finish a %%mpijax cell
@@ -35,6 +36,10 @@ class ClusterNotRunning(ClusterError):
 
 class ClusterBusy(ClusterError):
     """Ranks are still running (or blocked in MPI inside) an earlier cell."""
+
+
+class ClusterHeld(ClusterError):
+    """``attach``: another live kernel (or script) holds the cluster; ``force=True`` takes it over."""
 
 
 class ClusterLost(ClusterError):

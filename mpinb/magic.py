@@ -121,6 +121,14 @@ def line_parser() -> _Parser:
     s.add_argument("--local-devices", type=int, default=None, metavar="K",
                    help="CPU devices per engine process (default 1)")
     s.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for engines")
+    s.add_argument("--keep-alive", type=_seconds, default=None, metavar="SECONDS",
+                   help="let the cluster outlive this kernel, ending itself after SECONDS with no kernel "
+                        "attached (%%mpijax attach reconnects); default: it ends with the kernel")
+    a = sub.add_parser("attach", help="reconnect to a cluster kept alive (or held by another kernel)")
+    a.add_argument("id", nargs="?", default=None, help="the cluster's id (%%mpijax list; default: the only one)")
+    a.add_argument("--force", action="store_true", help="take it over from another kernel that holds it")
+    sub.add_parser("list", help="this user's clusters on this host: held, or idle for how long")
+    sub.add_parser("clean", help="end the clusters no kernel holds and remove their files")
     sub.add_parser("stop", help="stop the cluster")
     r = sub.add_parser("restart", help="restart with the same size and replay --setup cells")
     r.add_argument("--no-replay", action="store_true", help="do not replay the --setup cells")
@@ -180,7 +188,7 @@ class MpiJaxMagics(Magics):
                 mpi_cmd=shlex.split(args.mpi_cmd) or None, nodes=args.nodes, partition=args.partition,
                 account=args.account, time_limit=args.time, controller_ip=args.controller_ip,
                 hlo=not args.no_hlo, checked=not args.unchecked, jax_distributed=args.jax_distributed,
-                local_devices=args.local_devices, start_timeout=args.start_timeout)
+                local_devices=args.local_devices, start_timeout=args.start_timeout, keep_alive=args.keep_alive)
         except ValueError as exc:
             raise UsageError(f"%mpijax start: {exc}") from exc
         try:
@@ -208,11 +216,36 @@ class MpiJaxMagics(Magics):
             display(pulled(local, array), raw=True)
         return None
 
+    def _attach(self, args) -> None:
+        """%mpijax attach [ID] [--force]: this kernel holds a running cluster again."""
+        if self.cluster is not None and self.cluster.running:
+            raise UsageError("%mpijax attach: this kernel already has a cluster; %mpijax stop it first")
+        try:
+            self.cluster = MPICluster.attach(args.id, force=args.force)
+        except ClusterError as exc:
+            raise UsageError(f"%mpijax attach: {exc}") from exc
+        print(f"attached to {self.cluster.cluster_id}: {self.cluster.n} ranks, the engines' variables as they were"
+              + (f", {len(self.cluster.setup_cells)} --setup cells known" if self.cluster.setup_cells else ""))
+
+    def _clusters(self, args) -> None:
+        """%mpijax list / clean."""
+        from .client import attach
+
+        if args.command == "list":
+            print("\n".join(attach.listing()) or "no mpinb clusters of this user on this host")
+        else:
+            ended = attach.clean()
+            print("\n".join(f"ended {line}" for line in ended) or "nothing to clean: every cluster is held")
+
     def _line(self, line: str):
         args = line_parser().parse_args(shlex.split(line))
         cmd = args.command
         if cmd == "start":
             return self._start(args)
+        if cmd == "attach":
+            return self._attach(args)
+        if cmd in ("list", "clean"):
+            return self._clusters(args)
         if cmd == "stop":
             if self.cluster is not None:
                 self.cluster.stop()

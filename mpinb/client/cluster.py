@@ -33,7 +33,7 @@ from ..analysis.grouping import label
 from ..errors import ClusterBusy, ClusterError, ClusterLost, ClusterNotRunning, EngineSetupError, LauncherError
 from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
 from ..options import CellOptions
-from . import lifetime
+from . import lifetime, registry
 from .health import ClusterHealth, first_remote_error
 from .progress import StartProgress
 
@@ -234,6 +234,7 @@ class MPICluster(ClusterHealth):
         self.engines = infos
         self.started_at = time.time()
         self.start_seconds = time.perf_counter() - t0
+        registry.update(self.cluster_id, engines=infos, start_seconds=self.start_seconds)
         progress.phase("ready")
 
     def _setup_engines(self) -> list[dict]:
@@ -286,6 +287,9 @@ class MPICluster(ClusterHealth):
         self._teardown()
 
     def _teardown(self) -> None:
+        if lifetime.held_by_another(self.cluster_id):  # taken over by another kernel: only let go
+            self._disconnect()
+            return
         cluster, self._cluster = self._cluster, None
         self._kill_engines()
         if cluster is not None:
@@ -306,6 +310,30 @@ class MPICluster(ClusterHealth):
         lifetime.unregister(self.cluster_id)
         if self._own_cluster_id:  # a restart gets a new id (and job name)
             self.cluster_id, self._own_cluster_id = None, False
+
+    def _disconnect(self) -> None:
+        """Let go of a cluster that another kernel holds now, leaving it running."""
+        if self.client is not None:
+            with contextlib.suppress(Exception):  # best effort
+                self.client.close()
+        self._cluster, self.client, self.view, self.engines, self.outstanding = None, None, None, [], {}
+
+    def options(self) -> dict:
+        """The arguments this cluster was made with (what attach makes it again from)."""
+        return {"n": self.n, "launcher": self.launcher, "mpi_cmd": self.mpi_cmd, "mpi_args": self.mpi_args,
+                "nodes": self.nodes, "partition": self.partition, "account": self.account,
+                "time_limit": self.time_limit, "engine_env": self.engine_env, "controller_ip": self.controller_ip,
+                "encrypt": self.encrypt, "hlo": self.hlo, "checked": self.checked,
+                "jax_distributed": self.jax_distributed, "local_devices": self.local_devices,
+                "start_timeout": self.start_timeout, "keep_alive": self.keep_alive}
+
+    @classmethod
+    def attach(cls, cluster_id: str | None = None, *, force: bool = False) -> MPICluster:
+        """Reconnect to a running cluster of this user on this host (started with ``keep_alive``
+        by a kernel that is gone, or held by another with ``force``): mpinb.client.attach."""
+        from .attach import attach
+
+        return attach(cls, cluster_id, force=force)
 
     def restart(self, replay_setup: bool = True) -> MPICluster:
         """Kill and start a cluster of the same size; replay the cells marked as setup. The
@@ -389,6 +417,7 @@ class MPICluster(ClusterHealth):
         result = CellRun(self, code, options, stream=stream).run()
         if options.setup and code not in self.setup_cells and result.ok:
             self.setup_cells.append(code)
+            registry.update(self.cluster_id, setup_cells=self.setup_cells)
         return result
 
     def pull(self, name: str, max_bytes: int | None = None):

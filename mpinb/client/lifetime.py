@@ -47,6 +47,8 @@ def register(cluster, ipp_cluster) -> subprocess.Popen:
         "holder": registry.me(),
         "released_at": None,
         "keep_alive": cluster.keep_alive,
+        "options": cluster.options(),
+        "own_id": cluster._own_cluster_id,
         "processes": local_processes(ipp_cluster),
         "slurm_job_name": (f"mpinb-{cluster.cluster_id}" if cluster.launcher == "slurm" else None),
         "workdir": cluster.workdir,
@@ -55,10 +57,21 @@ def register(cluster, ipp_cluster) -> subprocess.Popen:
         "files": [os.path.join(security, f"*{cluster.cluster_id}*.json"), ipp_cluster.cluster_file],
     }
     registry.write(cluster.cluster_id, record)
+    if cluster.keep_alive is not None:  # a kernel restart (ipyparallel's atexit) must not stop it either
+        ipp_cluster.shutdown_atexit = False
     log = open(os.path.join(registry.folder(), f"{cluster.cluster_id}.log"), "ab")  # noqa: SIM115 - the child owns it
     with log:
-        return subprocess.Popen([sys.executable, "-m", "mpinb.client.watchdog", cluster.cluster_id],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        watchdog = subprocess.Popen([sys.executable, "-m", "mpinb.client.watchdog", cluster.cluster_id],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    registry.update(cluster.cluster_id, watchdog=_entry(watchdog.pid))
+    return watchdog
+
+
+def held_by_another(cluster_id: str | None) -> bool:
+    """Whether another live process holds the cluster now (one that attached with force)."""
+    record = registry.read(cluster_id) if cluster_id else None
+    holder = (record or {}).get("holder")
+    return bool(holder) and holder.get("pid") != os.getpid() and registry.alive(holder)
 
 
 def unregister(cluster_id: str | None) -> None:
