@@ -7,6 +7,7 @@
     │   ├── ClusterLost       the MPI job ended (a rank died): only a restart helps
     │   ├── ClusterHeld       attach: another live kernel holds the cluster (force takes it over)
     │   ├── LauncherError     a launcher cannot be used as asked (not installed, bad option)
+    │   ├── PreflightError    the ranks differ (versions, MPI library) from each other or the notebook
     │   └── EngineSetupError  an engine could not be set up as asked (--jax-distributed)
     ├── CellFailed            a rank failed, died or did not finish a %%mpijax cell
     └── PullError             %mpijax pull: no such variable, not an array, too large
@@ -40,6 +41,11 @@ class ClusterBusy(ClusterError):
 
 class ClusterHeld(ClusterError):
     """``attach``: another live kernel (or script) holds the cluster; ``force=True`` takes it over."""
+
+
+class PreflightError(ClusterError):
+    """The ranks cannot run together: their Python, mpinb, JAX, jaxlib or mpi4py versions, MPI
+    library or mpinb's compiled library differ between them or from the notebook."""
 
 
 class ClusterLost(ClusterError):

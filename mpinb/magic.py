@@ -196,6 +196,8 @@ class MpiJaxMagics(Magics):
         except ClusterError as exc:
             raise UsageError(f"%mpijax start: {exc}") from exc
         print(f"{args.n} MPI engines ready in {self.cluster.start_seconds:.1f} s")
+        for note in self.cluster.notes:
+            print(f"note: {note}")
         return None
 
     def _pull(self, args) -> None:

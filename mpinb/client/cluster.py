@@ -30,11 +30,20 @@ import time
 from traitlets.config import Config
 
 from ..analysis.grouping import label
-from ..errors import ClusterBusy, ClusterError, ClusterLost, ClusterNotRunning, EngineSetupError, LauncherError
+from ..errors import (
+    ClusterBusy,
+    ClusterError,
+    ClusterLost,
+    ClusterNotRunning,
+    EngineSetupError,
+    LauncherError,
+    PreflightError,
+)
 from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
 from ..options import CellOptions
 from . import lifetime, registry
 from .health import ClusterHealth, first_remote_error
+from .preflight import check_ranks
 from .progress import StartProgress
 
 DEFAULT_START_TIMEOUT = 120.0
@@ -126,6 +135,8 @@ class MPICluster(ClusterHealth):
         self.client = None
         self.view = None
         self.engines: list[dict] = []
+        self.preflight: list[dict] = []   # each rank's account of itself at start (engine/preflight.py)
+        self.notes: list[str] = []        # what the start found worth saying (more ranks than cores)
         self.workdir: str | None = None
         self.started_at: float | None = None
         self.start_seconds: float | None = None
@@ -220,6 +231,12 @@ class MPICluster(ClusterHealth):
         self._protect_connection_files()
         self.view = self.client[:]
         self.view.block = True
+        progress.phase("checking the ranks")
+        try:
+            self.preflight, self.notes = check_ranks(self.view)
+        except PreflightError:
+            self._teardown()
+            raise
         progress.phase("setting up the engines")
         infos = self._setup_engines()
         ranks = [info["rank"] for info in infos]
@@ -317,15 +334,6 @@ class MPICluster(ClusterHealth):
             with contextlib.suppress(Exception):  # best effort
                 self.client.close()
         self._cluster, self.client, self.view, self.engines, self.outstanding = None, None, None, [], {}
-
-    def options(self) -> dict:
-        """The arguments this cluster was made with (what attach makes it again from)."""
-        return {"n": self.n, "launcher": self.launcher, "mpi_cmd": self.mpi_cmd, "mpi_args": self.mpi_args,
-                "nodes": self.nodes, "partition": self.partition, "account": self.account,
-                "time_limit": self.time_limit, "engine_env": self.engine_env, "controller_ip": self.controller_ip,
-                "encrypt": self.encrypt, "hlo": self.hlo, "checked": self.checked,
-                "jax_distributed": self.jax_distributed, "local_devices": self.local_devices,
-                "start_timeout": self.start_timeout, "keep_alive": self.keep_alive}
 
     @classmethod
     def attach(cls, cluster_id: str | None = None, *, force: bool = False) -> MPICluster:

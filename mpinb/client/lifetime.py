@@ -36,6 +36,16 @@ def local_processes(ipp_cluster) -> list[dict]:
     return [e for e in map(_entry, pids) if e is not None]
 
 
+#: MPICluster's arguments that attach makes a cluster again from
+OPTIONS = ("n", "launcher", "mpi_cmd", "mpi_args", "nodes", "partition", "account", "time_limit", "engine_env",
+           "controller_ip", "encrypt", "hlo", "checked", "jax_distributed", "local_devices", "start_timeout",
+           "keep_alive")
+
+
+def options_of(cluster) -> dict:
+    return {name: getattr(cluster, name) for name in OPTIONS}
+
+
 def register(cluster, ipp_cluster) -> subprocess.Popen:
     """Write the cluster's file (this process its holder) and start its watchdog."""
     security = os.path.join(ipp_cluster.profile_dir, "security")
@@ -47,7 +57,7 @@ def register(cluster, ipp_cluster) -> subprocess.Popen:
         "holder": registry.me(),
         "released_at": None,
         "keep_alive": cluster.keep_alive,
-        "options": cluster.options(),
+        "options": options_of(cluster),
         "own_id": cluster._own_cluster_id,
         "processes": local_processes(ipp_cluster),
         "slurm_job_name": (f"mpinb-{cluster.cluster_id}" if cluster.launcher == "slurm" else None),
