@@ -138,6 +138,8 @@ def make_primitive(
 
     # Not cacheable: each equation must take the ordering buffer of the one before it.
     register_lowering(prim, lowering, platform="cpu", cacheable=False)
+    for platform in UNSERVED_PLATFORMS:
+        register_lowering(prim, partial(_unserved, name), platform=platform, cacheable=False)
     ORDERED.add(prim)
     return prim
 
@@ -146,6 +148,23 @@ def _eager(prim: Primitive, name: str, *args, **params):
     """A collective run eagerly (compiled alone, cached), unless called inside a host callback."""
     refuse_inside_host_callback(name)
     return apply_primitive(prim, *args, **params)
+
+
+#: accelerator platforms whose buffers the compiled library (host memory, MPI) does not serve
+UNSERVED_PLATFORMS = ("cuda", "rocm", "tpu")
+
+
+def _unserved(name: str, ctx: mlir.LoweringRuleContext, *args, **params):
+    """A collective compiled for an accelerator: refused, naming the platform and what to do
+    (instead of JAX's 'MLIR translation rule ... not found for platform')."""
+    from mpi4py import MPI
+
+    platforms = "/".join(getattr(ctx.module_context, "platforms", None) or ["an accelerator"])
+    raise NotImplementedError(
+        f"mpinb: {name} on rank {MPI.COMM_WORLD.Get_rank()}: mpinb's collectives move arrays in host memory, but "
+        f"this computation is compiled for {platforms}. Run the engines' JAX on the CPU (the default of %mpijax "
+        "start and MPICluster; in a script, JAX_PLATFORMS=cpu), or put the arrays on the CPU first "
+        "(jax.device_put(x, jax.devices('cpu')[0])) and run the collective there")
 
 
 def _noting_new_rules(name: str, abstract_eval):
