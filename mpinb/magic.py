@@ -121,6 +121,9 @@ def line_parser() -> _Parser:
     s.add_argument("--local-devices", type=int, default=None, metavar="K",
                    help="CPU devices per engine process (default 1)")
     s.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for engines")
+    s.add_argument("--devices", choices=("cpu", "per-rank"), default="cpu",
+                   help="JAX on the CPU (default: what mpinb's collectives move), or one local accelerator "
+                        "per rank (by its rank on its host)")
     s.add_argument("--keep-alive", type=_seconds, default=None, metavar="SECONDS",
                    help="let the cluster outlive this kernel, ending itself after SECONDS with no kernel "
                         "attached (%%mpijax attach reconnects); default: it ends with the kernel")
@@ -188,7 +191,8 @@ class MpiJaxMagics(Magics):
                 mpi_cmd=shlex.split(args.mpi_cmd) or None, nodes=args.nodes, partition=args.partition,
                 account=args.account, time_limit=args.time, controller_ip=args.controller_ip,
                 hlo=not args.no_hlo, checked=not args.unchecked, jax_distributed=args.jax_distributed,
-                local_devices=args.local_devices, start_timeout=args.start_timeout, keep_alive=args.keep_alive)
+                local_devices=args.local_devices, start_timeout=args.start_timeout, keep_alive=args.keep_alive,
+                devices=args.devices)
         except ValueError as exc:
             raise UsageError(f"%mpijax start: {exc}") from exc
         try:

@@ -30,6 +30,7 @@ import time
 from traitlets.config import Config
 
 from ..analysis.grouping import label
+from ..engine.devices import placement
 from ..errors import (
     ClusterBusy,
     ClusterError,
@@ -82,6 +83,8 @@ class MPICluster(ClusterHealth):
     local_devices: CPU devices per engine process (default JAX's: one).
     start_timeout: seconds to wait for all engines to register.
     progress: show a progress bar while the cluster starts (engines registered, phase, time).
+    devices: ``"cpu"`` (default: every rank's JAX on the CPU, what mpinb's collectives move) or
+        ``"per-rank"`` (each rank one local accelerator, by its rank on its host; mpinb.engine.devices).
     keep_alive: let the cluster outlive the process that started it (a kernel restarted, or
         killed) for this many seconds without a holder; a new kernel's ``attach`` holds it again.
         By default the cluster ends as soon as its holder is gone (mpinb.client.watchdog).
@@ -93,7 +96,7 @@ class MPICluster(ClusterHealth):
                  encrypt: bool | None = None, hlo: bool = True, checked: bool = True,
                  jax_distributed: bool = False, local_devices: int | None = None,
                  start_timeout: float = DEFAULT_START_TIMEOUT, progress: bool = True,
-                 cluster_id: str | None = None, keep_alive: float | None = None):
+                 cluster_id: str | None = None, keep_alive: float | None = None, devices: str = "cpu"):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"MPICluster: n must be a positive int, got {n!r}")
         if launcher is None:
@@ -126,10 +129,8 @@ class MPICluster(ClusterHealth):
         self.local_devices = local_devices
         self.start_timeout = float(start_timeout)
         self.progress = progress
-        if keep_alive is not None and (isinstance(keep_alive, bool) or not isinstance(keep_alive, (int, float))
-                                       or keep_alive < 0):
-            raise ValueError(f"MPICluster: keep_alive must be a number of seconds >= 0, got {keep_alive!r}")
-        self.keep_alive = None if keep_alive is None else float(keep_alive)
+        self.keep_alive = lifetime.keep_alive_seconds(keep_alive)
+        self.devices = placement(devices)
         self.cluster_id = cluster_id
         self._cluster = None
         self.client = None
@@ -171,7 +172,9 @@ class MPICluster(ClusterHealth):
         # UCX's own crash handler prints a C backtrace (seconds, under load) before the rank
         # dies; faulthandler already gives the Python one, and the report must come fast.
         # MPINB_CLUSTER_ID: every process of the job carries the cluster's id (what tests count)
-        env = {"JAX_PLATFORMS": "cpu", "UCX_HANDLE_ERRORS": "none", "MPINB_CLUSTER_ID": self.cluster_id or ""}
+        env = {"UCX_HANDLE_ERRORS": "none", "MPINB_CLUSTER_ID": self.cluster_id or ""}
+        if self.devices == "cpu":
+            env["JAX_PLATFORMS"] = "cpu"
         launch.configure(c, env)
         c.LocalControllerLauncher.environment = {"MPINB_CLUSTER_ID": self.cluster_id or ""}
         return c
@@ -263,7 +266,7 @@ class MPICluster(ClusterHealth):
 
         try:
             return self.view.apply_sync(setup, self.dump_root, self.status_dir, self.checked,
-                                        self.jax_distributed, self.local_devices)
+                                        self.jax_distributed, self.local_devices, self.devices)
         except CompositeError as exc:
             self._teardown()
             rank, ename, evalue = first_remote_error(exc)
@@ -377,8 +380,8 @@ class MPICluster(ClusterHealth):
     def _jax_runtime(self) -> str:
         """How JAX runs on the engines, as the engines said at setup."""
         first = self.engines[0] if self.engines else {}
-        devices = first.get("local_devices", 1)
-        each = f"{devices} CPU device{'s' if devices != 1 else ''} each"
+        devices = len(first.get("devices", ())) or first.get("local_devices", 1)
+        each = f"{devices} {first.get('platform', 'cpu').upper()} device{'s' if devices != 1 else ''} each"
         if self.jax_distributed:
             return f"jax.distributed: {first.get('jax_processes')} processes, {each}"
         return f"one process per rank, {each}"

@@ -39,7 +39,14 @@ def local_processes(ipp_cluster) -> list[dict]:
 #: MPICluster's arguments that attach makes a cluster again from
 OPTIONS = ("n", "launcher", "mpi_cmd", "mpi_args", "nodes", "partition", "account", "time_limit", "engine_env",
            "controller_ip", "encrypt", "hlo", "checked", "jax_distributed", "local_devices", "start_timeout",
-           "keep_alive")
+           "keep_alive", "devices")
+
+
+def keep_alive_seconds(value) -> float | None:
+    """``keep_alive`` checked: None (end with the holder) or seconds >= 0."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+        raise ValueError(f"MPICluster: keep_alive must be a number of seconds >= 0, got {value!r}")
+    return None if value is None else float(value)
 
 
 def options_of(cluster) -> dict:

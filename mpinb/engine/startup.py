@@ -15,6 +15,7 @@ import threading
 import time
 
 from ..wire.status import fault_path, status_message
+from . import devices as devices_module
 from . import jax_processes, stall
 from .hlo_capture import forget_hlo_modules
 from .state import STATE
@@ -48,18 +49,20 @@ def _status_loop() -> None:
 
 
 def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = True,
-          jax_distributed: bool = False, local_devices: int | None = None) -> dict:
+          jax_distributed: bool = False, local_devices: int | None = None, devices: str = "cpu") -> dict:
     """Prepare this engine. Must run before JAX is imported for HLO capture to work.
 
     checked: turn on the collective library's checked mode (ranks agree on every collective
     before running it), the default for interactive use.
     jax_distributed: start JAX's multi-process runtime across the ranks (collective).
-    local_devices: CPU devices of this process (default JAX's: one)."""
+    local_devices: CPU devices of this process (default JAX's: one).
+    devices: 'cpu' or 'per-rank' (mpinb.engine.devices), before JAX starts."""
     from mpi4py import MPI
 
     rank = MPI.COMM_WORLD.Get_rank()
     size = MPI.COMM_WORLD.Get_size()
     jax_was_loaded = "jax" in sys.modules
+    local_index = devices_module.place(devices, MPI.COMM_WORLD)
     dump = None
     if dump_root:
         dump = os.path.join(dump_root, f"rank{rank}")
@@ -98,6 +101,8 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
         "checked": checked,
         "shm_unlinked": unlinked,
         **jax_processes.describe(jax_distributed, local_devices),
+        **devices_module.describe(),
+        "local_rank": local_index,
     }
 
 
