@@ -115,3 +115,16 @@ def test_names_computed_from_a_call_are_followed_through_the_cell():
     code = ("for i in range(2):\n    a = mu.process_allgather(x)\nb = a + 1\nc = (d := mu.process_allgather(x)) * 2\n"
             "e = d\nfor row in a:\n    f = row\nwith ctx(b) as g:\n    pass\nh = late\nlate = e")
     assert computed_from(code, "mu.process_allgather") == {"a", "b", "c", "d", "e", "row", "f", "g", "h", "late"}
+
+
+def test_printed_text_that_differs_is_said_apart_from_the_values_verdict():
+    """Timings printed by a cell, or a print inside a jitted function, differ between the passes:
+    said as such, never as 'jit != eager' (which is about values)."""
+    printed = cmp.Comparison("stdout", "different", quiet=True, detail="the two runs printed different text",
+                             printed=True)
+    equal = cmp.Comparison("x", "equal")
+    assert cmp.summary({0: [equal, printed], 1: [equal]}) == "jit == eager: x; printed differently: stdout on rank 0"
+    assert cmp.summary({0: [printed]}) == "printed differently: stdout on rank 0"
+    assert str(printed) == "stdout: printed differently: the two runs printed different text"
+    differ = cmp.Comparison("y", "different", max_abs=1.0, max_rel=1.0)
+    assert cmp.summary({0: [differ, printed]}) == "jit != eager: y on rank 0; printed differently: stdout on rank 0"

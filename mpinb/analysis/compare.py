@@ -34,6 +34,7 @@ class Comparison:
     first_index: tuple | None = None
     detail: str = ""
     quiet: bool = False        # named in the summary only when it differs (Python ints, stdout)
+    printed: bool = False      # what the cell printed, not a value: never a "jit != eager" verdict
 
     def __str__(self) -> str:
         if self.status in ("equal", "close"):
@@ -41,6 +42,8 @@ class Comparison:
             return f"{self.name}: jit == eager{extra}" if self.status == "equal" else f"{self.name}: jit ~ eager{extra}"
         if self.status == "missing":
             return f"{self.name}: {self.detail}"
+        if self.printed:
+            return f"{self.name}: printed differently: {self.detail}"
         if self.detail and not self.max_abs and self.first_index is None:  # not numbers: printed text
             return f"{self.name}: jit != eager: {self.detail}"
         where = f" first at {list(self.first_index)}" if self.first_index is not None else ""
@@ -139,21 +142,26 @@ def variable(name: str) -> str:
 
 
 def summary(per_rank: Mapping[int, list[Comparison]]) -> str:
-    """What was compared and where it differs, across ranks:
-    'jit != eager: b on ranks 0-3; stdout on rank 1' or 'jit == eager: b, t'."""
+    """What was compared and where it differs, across ranks: 'jit != eager: b on ranks 0-3' or
+    'jit == eager: b, t'; printed text that differs is said apart ('printed differently: stdout
+    on rank 1'), never as a verdict on the values (timings, or what jitted code prints when traced)."""
     bad: dict[str, list[int]] = {}
+    printed: dict[str, list[int]] = {}
     names: list[str] = []
     close = False
     for rank, comps in sorted(per_rank.items()):
         for c in comps:
             var = variable(c.name)
             if c.status in ("different", "missing"):
-                bad.setdefault(var, []).append(rank)
+                (printed if c.printed else bad).setdefault(var, []).append(rank)
             elif var not in names and not c.quiet:
                 names.append(var)
             close = close or c.status == "close"
+    parts = []
     if bad:
-        return "jit != eager: " + "; ".join(f"{v} on {format_ranks(r)}" for v, r in bad.items())
-    if not names:
-        return ""
-    return f"jit {'~' if close else '=='} eager: {', '.join(names)}{' (within tolerance)' if close else ''}"
+        parts.append("jit != eager: " + "; ".join(f"{v} on {format_ranks(r)}" for v, r in bad.items()))
+    elif names:
+        parts.append(f"jit {'~' if close else '=='} eager: {', '.join(names)}{' (within tolerance)' if close else ''}")
+    if printed:
+        parts.append("printed differently: " + "; ".join(f"{v} on {format_ranks(r)}" for v, r in printed.items()))
+    return "; ".join(parts)

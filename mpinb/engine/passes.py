@@ -197,7 +197,7 @@ def compare_passes(names, ns, value, eager_ns, eager_value, stdout, eager_stdout
         else:
             detail = (f"the two runs printed different text ({lines} line{'s' * (lines != 1)} each; timings, "
                       "or values computed differently)")
-        comps.append(cmp.Comparison("stdout", "different", quiet=True, detail=detail))
+        comps.append(cmp.Comparison("stdout", "different", quiet=True, detail=detail, printed=True))
     return comps
 
 
