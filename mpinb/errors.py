@@ -91,7 +91,9 @@ class CellFailed(MpinbError):
             if state in self.WORDS:
                 by_state.setdefault(state, []).append(rank)
         what = ", ".join(f"{label(ranks)} {self.WORDS[state]}" for state, ranks in by_state.items())
-        return [f"CellFailed: {what} (see the view above; the whole result is in _mpijax)"]
+        from .view.words import RESULT_NAME
+
+        return [f"CellFailed: {what} (see the view above; the whole result is in {RESULT_NAME})"]
 
 
 class PullError(MpinbError):

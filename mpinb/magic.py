@@ -34,7 +34,7 @@ from .client.result import CellResult
 from .errors import CellFailed, ClusterBusy, ClusterError, ClusterLost, PullError
 from .options import CellOptions, ViewOptions, parse_ranks
 from .view.tables import HloView, StatusTable
-from .view.words import restart_words
+from .view.words import RESULT_NAME, restart_words
 
 
 class _Parser(argparse.ArgumentParser):
@@ -315,7 +315,7 @@ class MpiJaxMagics(Magics):
         finally:
             live.close()
         self.last_result = result
-        self.shell.user_ns["_mpijax"] = result
+        self.shell.user_ns[RESULT_NAME] = result
         display(CellView(result, ViewOptions(by_rank=args.by_rank, max_lines=args.max_lines)))
         if not result.ok and not args.no_raise:
             raise CellFailed(result)  # after the view, as %%px raises CompositeError: Run All stops here

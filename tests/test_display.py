@@ -86,7 +86,13 @@ def test_output_is_trimmed_to_head_and_tail():
     text = view.render_text(res)
     assert "line 0\n" in text and "line 19999" in text and "line 10000" not in text
     assert "... 19,800 lines hidden" in text
+    # said at the top of each box too, with the one name of the result everywhere, and in the summary
+    top = "(19,800 of 20,000 lines hidden below; all of them: _mpijax.stdout[rank], or --max-lines 0)"
+    assert top in text and text.index(top) < text.index("line 0\n")
+    assert text.splitlines()[0].endswith("output of ranks 0-3 trimmed to 200 lines (all: _mpijax.stdout[rank])")
+    assert top in view.render_html(res)
     assert "line 10000" in view.render_text(res, ViewOptions(max_lines=0))
+    assert "trimmed" not in view.render_text(res, ViewOptions(max_lines=0)).splitlines()[0]
     assert res.stdout[0].count("\n") == 20_000  # the result keeps everything
 
 

@@ -67,7 +67,8 @@ def state_grid_html(result) -> str:
 def header_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
     """The summary line and every note (restart advice, lost job, HLO capture): shown above the
     ranks by both the HTML view and the widget, as the text view shows them."""
-    head = f"<div class='mpinb-summary' style='font-weight:bold'>{html.escape(summary_line(result))}</div>"
+    summary = html.escape(summary_line(result, view.max_lines))
+    head = f"<div class='mpinb-summary' style='font-weight:bold'>{summary}</div>"
     notes = "".join(f"<div class='mpinb-note' style='color:#c62828'>note: {html.escape(n)}</div>"
                     for n in result.notes)
     return head + notes + ("" if view.by_rank else state_grid_html(result))

@@ -57,7 +57,7 @@ def rank_sections(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=No
     out, err = result.stdout.get(rank, ""), result.stderr.get(rank, "")
     sections = [("detail", state_detail(result, rank)),
                 ("stdout", ["stdout:", _indent(trim(out, view.max_lines))] if out else []),
-                ("stderr", ["stderr:", _indent(trim(err, view.max_lines))] if err else [])]
+                ("stderr", ["stderr:", _indent(trim(err, view.max_lines, "stderr"))] if err else [])]
     if rec:
         # one section per value and per comparison: what several ranks share is shown once even
         # when another value differs
@@ -116,7 +116,7 @@ def rank_block(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=None)
 
 def render_text(result, view: ViewOptions = DEFAULT_VIEW) -> str:
     """The whole view as text: summary, notes, states, timeline, groups (or ranks), findings."""
-    lines = [summary_line(result)]
+    lines = [summary_line(result, view.max_lines)]
     for note in result.notes:
         lines.append(f"note: {note}")
     when = timeline.summary(result)

@@ -62,16 +62,31 @@ def live_words(state: str, seconds: float, inflight: dict | None, error_name: st
         return f"failed ({error_name})" if error_name else "failed"
     return f"{state} in {seconds:.2f} s"
 
-def trim(text: str, max_lines: int | None) -> str:
-    """At most ``max_lines`` lines: the head and the tail, and how many are hidden between."""
+#: the name of the last cell's result in the notebook, as every word about it says
+RESULT_NAME = "_mpijax"
+
+
+def trim(text: str, max_lines: int | None, stream: str = "stdout") -> str:
+    """At most ``max_lines`` lines: the head and the tail, with how many are hidden said twice:
+    at the top (seen without scrolling the box) and where they were cut."""
     lines = text.rstrip("\n").splitlines()
     if not max_lines or len(lines) <= max_lines:
         return text
     head = max(1, (max_lines + 1) // 2)
     tail = max_lines - head
     hidden = len(lines) - head - tail
-    note = f"... {hidden:,} line{'s' if hidden != 1 else ''} hidden (all: result.stdout[rank], or --max-lines 0)"
-    return "\n".join([*lines[:head], note, *(lines[-tail:] if tail else [])])
+    top = (f"({hidden:,} of {len(lines):,} lines hidden below; all of them: {RESULT_NAME}.{stream}[rank], "
+           "or --max-lines 0)")
+    cut = f"... {hidden:,} line{'s' if hidden != 1 else ''} hidden"
+    return "\n".join([top, *lines[:head], cut, *(lines[-tail:] if tail else [])])
+
+
+def trimmed_ranks(result, max_lines: int | None) -> list[int]:
+    """The ranks whose output the view shows trimmed to ``max_lines`` lines a stream."""
+    if not max_lines:
+        return []
+    return [r for r in result.ranks if any(len(streams.get(r, "").rstrip("\n").splitlines()) > max_lines
+                                           for streams in (result.stdout, result.stderr))]
 
 def state_line(result) -> str:
     """'finished: ranks 0-3 (0.010-0.012 s); failed: rank 1': the states, grouped."""
@@ -107,8 +122,9 @@ def comparison_summary(result) -> str:
     return comparison_words(per_rank) or "nothing to compare"
 
 
-def summary_line(result) -> str:
-    """'4 ranks, 0.21 s, 1 failed (rank 1), 1 layout finding: 1 relayout (info), jit == eager: t'."""
+def summary_line(result, max_lines: int | None = None) -> str:
+    """'4 ranks, 0.21 s, 1 failed (rank 1), 1 layout finding: 1 relayout (info), jit == eager: t',
+    and, when the view trims output to ``max_lines``, which ranks'."""
     n = len(result.ranks)
     parts = [f"{n} rank{'s' if n != 1 else ''}", f"{result.elapsed:.2f} s"]
     by_state = {state: [r for r, s in result.states.items() if s == state] for state in ("failed", "running", "dead")}
@@ -128,6 +144,9 @@ def summary_line(result) -> str:
     comp = comparison_summary(result)
     if comp:
         parts.append(comp)
+    trimmed = trimmed_ranks(result, max_lines)
+    if trimmed:
+        parts.append(f"output of {label(trimmed)} trimmed to {max_lines} lines (all: {RESULT_NAME}.stdout[rank])")
     return ", ".join(parts)
 
 
