@@ -408,3 +408,18 @@ def test_a_stream_s_state_gets_where_only_if_it_takes_it():
     state_reporter(New())(1, "running", 2.0, None, None, {"line": 3})
     assert told == [("old", 1, "running"), ("new", 1, {"line": 3})]
     assert state_reporter(object()) is None
+
+
+def test_the_words_about_blocked_ranks_agree_in_the_report_and_when_the_next_cell_is_refused():
+    from mpinb.view.words import busy_words, way_out
+
+    inflight = {0: {"op": "allreduce", "call": 3, "bytes": 16, "peer": -1, "seconds": 4.0}, 1: None}
+    report = way_out([0, 1], inflight, {}, replayed=1)
+    refused = busy_words([0, 1], inflight, {}, replayed=1)
+    assert report == ["rank 0 is blocked inside MPI and cannot be interrupted: run %mpijax restart (your 1 "
+                      "--setup cell is replayed; the engines' other variables are lost)"]
+    assert refused.startswith("ranks 0, 1 still run an earlier cell (rank 0 blocked in allreduce (call 3")
+    assert refused.endswith(": " + report[0])  # the same advice, in the same words
+    assert "interrupt it" not in refused
+    computing = busy_words([1], {1: None}, {}, replayed=0)
+    assert computing.endswith(": the ranks still running can be interrupted (stop button) or restarted")

@@ -12,10 +12,9 @@ import time
 from collections.abc import Callable
 
 from ..analysis import hlo as hlo_mod
-from ..analysis.grouping import label
 from ..options import CellOptions, parse_ranks
+from ..view.words import way_out
 from ..wire.records import ErrorInfo, RankRecord
-from ..wire.status import in_jitted_collective
 from .result import CellResult
 
 #: seconds the other ranks get to finish once one failed or died
@@ -272,18 +271,7 @@ class CellRun:
             cause = self._cause_of_death()
             self.cluster.mark_lost(cause)
             return [f"the MPI job ended because {cause}: run %mpijax restart"]
-        if not running:
-            return []
-        blocked = [r for r in running if inflight.get(r)]
-        in_jax = [r for r in running if not inflight.get(r) and in_jitted_collective(where.get(r))]
-        if blocked or in_jax:
-            replayed = len(self.cluster.setup_cells)
-            after = (f" (your {replayed} --setup cell{'s are' if replayed > 1 else ' is'} replayed; the "
-                     "engines' other variables are lost)" if replayed else " (the engines' variables are lost)")
-            inside = [(blocked, "MPI"), (in_jax, "a jitted collective")]
-            return [f"{label(ranks)} {'are' if len(ranks) > 1 else 'is'} blocked inside {what} and "
-                    f"cannot be interrupted: run %mpijax restart{after}" for ranks, what in inside if ranks]
-        return ["the ranks still running can be interrupted (stop button) or restarted"]
+        return way_out(running, inflight, where, len(self.cluster.setup_cells))
 
     def _cause_of_death(self) -> str:
         """'rank R <how it ended>' for the first dead rank not merely taken down by the MPI launcher."""

@@ -29,7 +29,6 @@ import time
 
 from traitlets.config import Config
 
-from ..analysis.grouping import label
 from ..engine.devices import placement
 from ..errors import (
     ClusterBusy,
@@ -390,7 +389,7 @@ class MPICluster(ClusterHealth):
     def ensure_ready(self) -> None:
         """Raise unless a cell can run now: RuntimeError without a cluster, ClusterLost once the
         MPI job ended, ClusterBusy while ranks still run an earlier cell."""
-        from ..view.words import describe_inflight
+        from ..view.words import busy_words
 
         if not self.running:
             raise ClusterNotRunning("no cluster running: start one with %mpijax start -n N (or MPICluster(n).start())")
@@ -398,10 +397,8 @@ class MPICluster(ClusterHealth):
             raise ClusterLost(f"the MPI job is gone ({self.lost}); run %mpijax restart (cluster.restart())")
         busy = {r: ar for r, ar in self.outstanding.items() if not ar.ready()}
         if busy:
-            where = "; ".join(f"rank {r} {describe_inflight(self.inflight(r), self.where(r))}" for r in sorted(busy))
-            verb = "still runs" if len(busy) == 1 else "still run"
-            raise ClusterBusy(f"{label(busy, sep=', ')} {verb} an earlier cell ({where}); wait for it, "
-                              "interrupt it, or %mpijax restart")
+            raise ClusterBusy(busy_words(sorted(busy), {r: self.inflight(r) for r in busy},
+                                         {r: self.where(r) for r in busy}, len(self.setup_cells)))
 
     def begin_cell(self) -> None:
         """Forget the ranks of earlier cells: ensure_ready found them all finished."""

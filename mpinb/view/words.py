@@ -165,3 +165,26 @@ def restart_words(n: int, seconds: float, setup_cells: int, replayed: bool) -> s
     if not setup_cells:
         return said + " (there are no --setup cells to replay)"
     return said + (f", {cells} replayed" if replayed else f"; {cells} not replayed (--no-replay)")
+
+
+def way_out(running, inflight: dict, where: dict, replayed: int) -> list[str]:
+    """What to do about ranks still running a cell, in the same words wherever it is said (the
+    cell's report, a next cell refused): ranks blocked inside MPI or a jitted collective cannot
+    be interrupted and need a restart; the others can be interrupted."""
+    blocked = [r for r in running if inflight.get(r)]
+    in_jax = [r for r in running if not inflight.get(r) and in_jitted_collective(where.get(r))]
+    if not (blocked or in_jax):
+        return ["the ranks still running can be interrupted (stop button) or restarted"] if running else []
+    after = (f" (your {replayed} --setup cell{'s are' if replayed > 1 else ' is'} replayed; the engines' other "
+             "variables are lost)" if replayed else " (the engines' variables are lost)")
+    inside = [(blocked, "MPI"), (in_jax, "a jitted collective")]
+    return [f"{label(ranks)} {'are' if len(ranks) > 1 else 'is'} blocked inside {what} and cannot be interrupted: "
+            f"run %mpijax restart{after}" for ranks, what in inside if ranks]
+
+
+def busy_words(busy: list[int], inflight: dict, where: dict, replayed: int) -> str:
+    """Why a new cell cannot run yet: which ranks still run an earlier one, where, and what to do."""
+    said = "; ".join(f"rank {r} {describe_inflight(inflight.get(r), where.get(r))}" for r in busy)
+    verb = "still runs" if len(busy) == 1 else "still run"
+    advice = "; ".join(way_out(busy, inflight, where, replayed))
+    return f"{label(busy, sep=', ')} {verb} an earlier cell ({said}): {advice}"
