@@ -418,7 +418,7 @@ def test_the_words_about_blocked_ranks_agree_in_the_report_and_when_the_next_cel
     refused = busy_words([0, 1], inflight, {}, replayed=1)
     assert report == ["rank 0 is blocked inside MPI and cannot be interrupted: run %mpijax restart (your 1 "
                       "--setup cell is replayed; the engines' other variables are lost)"]
-    assert refused.startswith("ranks 0, 1 still run an earlier cell (rank 0 blocked in allreduce (call 3")
+    assert refused.startswith("ranks 0-1 still run an earlier cell (rank 0 blocked in allreduce (call 3")
     assert refused.endswith(": " + report[0])  # the same advice, in the same words
     assert "interrupt it" not in refused
     computing = busy_words([1], {1: None}, {}, replayed=0)
