@@ -139,6 +139,7 @@ def test_hlo_view_shows_identical_ranks_once_with_marked_lines():
     assert plain.count("ENTRY") == 2 and "[ranks 0-1]" in plain and "[rank 2]" in plain
     bundle = view._repr_mimebundle_()
     assert bundle["text/html"].count("class='mpinb-marked'") == 3  # 2 lines of ranks 0-1, 1 of rank 2
+    assert "white-space:pre;" in bundle["text/html"]  # long lines scroll, never wrap inside a token
 
 
 # XLA's own collectives, as shard_map and psum compile them over 2 devices (tests/data/xla_*:

@@ -91,4 +91,7 @@ class HloView:
             return html.escape(line)
 
         body = "\n".join(line_html(line, marked) for line, marked in self.lines())
-        return {"text/plain": self.text(), "text/html": f"<pre class='mpinb-hlo'>{body}</pre>"}
+        # white-space: pre: a front end's output style would wrap long HLO lines inside tokens
+        # ("custom_call_t / arget="); the box scrolls sideways instead
+        style = "white-space:pre;overflow-x:auto;word-wrap:normal;overflow-wrap:normal"
+        return {"text/plain": self.text(), "text/html": f"<pre class='mpinb-hlo' style='{style}'>{body}</pre>"}
