@@ -26,7 +26,9 @@
 # %%
 import os
 
-n = int(os.environ.get("MPINB_NOTEBOOK_RANKS", "4"))
+# 4 ranks, or as many as this machine has cores if that is fewer (more ranks than cores are
+# right but slow); MPINB_NOTEBOOK_RANKS=N chooses another number
+n = int(os.environ.get("MPINB_NOTEBOOK_RANKS", min(4, os.cpu_count() or 1)))
 # %load_ext mpinb
 # %mpijax start -n $n
 
