@@ -105,18 +105,22 @@ both_ok = bool(np.array_equal(np.asarray(both_transpose(x).addressable_data(0)),
 # %% [markdown]
 # ## 3. One process, and the three side by side
 #
-# NumPy's `A.T` is the reference. Times are per call after a warm-up, on this machine's ranks.
+# NumPy's `A.T` is the reference. Times are per call after a warm-up, on this machine's ranks,
+# each called with a JAX array already in place (a NumPy argument would be copied in first, at
+# every call: that alone made mpinb's plain jit look several times slower here). mpinb's two run
+# in checked mode, the default of `%mpijax start`: one small allgather more per collective
+# (`--unchecked` times them without it); JAX's all_to_all goes through Gloo.
 
 # %%
 # %%mpijax
-def per_call(f, arg, repeat=20):
+def per_call(f, arg, repeat=100):
     jax.block_until_ready(f(arg))
     t0 = time.perf_counter()
     for _ in range(repeat):
         jax.block_until_ready(f(arg))
     return (time.perf_counter() - t0) / repeat * 1e6
 
-t_mpinb, t_jax, t_both = per_call(mpinb_jit, block), per_call(jax_transpose, x), per_call(both_transpose, x)
+t_mpinb, t_jax, t_both = per_call(mpinb_jit, jnp.asarray(block)), per_call(jax_transpose, x), per_call(both_transpose, x)
 t0 = time.perf_counter()
 reference = A.T.copy()
 t_numpy = (time.perf_counter() - t0) * 1e6
