@@ -120,7 +120,8 @@ def per_call(f, arg, repeat=100):
         jax.block_until_ready(f(arg))
     return (time.perf_counter() - t0) / repeat * 1e6
 
-t_mpinb, t_jax, t_both = per_call(mpinb_jit, jnp.asarray(block)), per_call(jax_transpose, x), per_call(both_transpose, x)
+t_mpinb = per_call(mpinb_jit, jnp.asarray(block))
+t_jax, t_both = per_call(jax_transpose, x), per_call(both_transpose, x)
 t0 = time.perf_counter()
 reference = A.T.copy()
 t_numpy = (time.perf_counter() - t0) * 1e6
