@@ -65,7 +65,9 @@ def four_ranks(lines_per_rank: int = 1):
                       dict.fromkeys(range(4), "finished"), 0.5, w)
 
 
-def test_grouped_view_says_each_thing_once_with_its_ranks():
+def test_grouped_view_says_each_thing_once_with_its_ranks(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the notebook's folder, with the tutorials copied there
+    (tmp_path / "02_debugging_transpose.ipynb").write_text("{}")
     res = four_ranks()
     text = view.render_text(res)
     assert text.count("line 0") == 1 and "[ranks 0-3]\n  stdout:\n      line 0" in text
@@ -78,7 +80,24 @@ def test_grouped_view_says_each_thing_once_with_its_ranks():
     page = view.render_html(res)
     assert page.count("class='mpinb-rank'") == 3  # ranks 0-3, ranks 0-2, rank 3
     assert "data-severity='info'" in page
-    assert "href='mpinb/tutorials/02_debugging_transpose.ipynb#What-XLA-compiled'" in page
+    assert "href='02_debugging_transpose.ipynb#What-XLA-compiled'" in page
+
+
+def test_a_finding_links_its_explanation_from_where_the_notebook_is(tmp_path, monkeypatch):
+    """Next to the notebook, in mpinb-tutorials/ there (what `mpinb tutorials` makes), or not
+    there at all: a relative link that opens wherever the notebooks live, else words saying
+    which tutorial and section, and how to get it."""
+    res = four_ranks()
+    monkeypatch.chdir(tmp_path)
+    page, text = view.render_html(res), view.render_text(res)
+    assert "href=" not in page
+    assert ('See the tutorial 02_debugging_transpose, section "What XLA compiled" (mpinb tutorials copies the '
+            "tutorials next to your notebooks)") in text
+    (tmp_path / "mpinb-tutorials").mkdir()
+    (tmp_path / "mpinb-tutorials" / "02_debugging_transpose.ipynb").write_text("{}")
+    page = view.render_html(res)
+    assert "<a href='mpinb-tutorials/02_debugging_transpose.ipynb#What-XLA-compiled' target='_blank'>What XLA " \
+           "compiled</a>" in page
 
 
 def test_output_is_trimmed_to_head_and_tail():

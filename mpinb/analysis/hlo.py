@@ -46,7 +46,17 @@ XLA_COLLECTIVES = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-s
 # ----------------------------------------------------------------------------- warnings
 
 
-TUTORIAL = "mpinb/tutorials/02_debugging_transpose.ipynb"
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """Where a finding is explained: a section of a document that ships with mpinb (the view
+    links it from where the user's notebook is: mpinb.view.links)."""
+
+    document: str    # a tutorial notebook's file name, or README.md
+    anchor: str      # the section's anchor, as JupyterLab names headings
+    title: str       # the section's title, in words
+
+
+TUTORIAL = "02_debugging_transpose.ipynb"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +66,7 @@ class Kind:
     severity: str    # error: gives wrong results; warning: may; info: a cost
     meaning: str
     action: str
-    link: str
+    reference: Reference
 
 
 #: One row per kind of HLO finding; the view, the summary and the tests read it from here.
@@ -64,19 +74,21 @@ KINDS = {
     "non-row-major": Kind(
         "error", "a collective reads a buffer that is not row-major: ranks exchange scrambled data",
         "use mpinb's collectives (they pin row-major layouts) or make the buffer contiguous first",
-        f"{TUTORIAL}#Reproducing-the-symptom-on-CPU:-jitted-wrong,-eager-right-(warning-1)"),
+        Reference(TUTORIAL, "Reproducing-the-symptom-on-CPU:-jitted-wrong,-eager-right-(warning-1)",
+                  "Reproducing the symptom on CPU: jitted wrong, eager right")),
     "divergent": Kind(
         "error", "the ranks compiled different collectives: they may deadlock or mix data",
         "make every rank call the same collectives in the same order with the same shapes",
-        "README.md#troubleshooting"),
+        Reference("README.md", "troubleshooting", "Troubleshooting")),
     "unconstrained": Kind(
         "warning", "a custom call without layout constraints: row-major here, maybe not on GPU",
         "pin its operand and result layouts (mpinb's collectives do)",
-        f"{TUTORIAL}#A-custom-call-without-layout-constraints-(warning-2)"),
+        Reference(TUTORIAL, "A-custom-call-without-layout-constraints-(warning-2)",
+                  "A custom call without layout constraints")),
     "relayout": Kind(
         "info", "XLA copies a buffer into row-major order for a collective: correct, costs a copy",
         "nothing, unless the copy is large: then transpose after the collective instead of before",
-        f"{TUTORIAL}#What-XLA-compiled"),
+        Reference(TUTORIAL, "What-XLA-compiled", "What XLA compiled")),
 }
 
 
@@ -120,13 +132,12 @@ class HloWarning:
         where = f" at {self.source}" if self.source else ""
         return f"XLA copies {human_bytes(self.nbytes or 0)} around a collective{where}: small, nothing to do"
 
-    def plain(self, link: bool = True) -> str:
+    def plain(self) -> str:
         """The finding in plain words, without severity, rank or module: meaning, where, what to
-        do (and where to read more)."""
+        do (where to read more: KINDS[kind].reference, which the view links)."""
         info = KINDS[self.kind]
         where = f" ({self.source})" if self.source else ""
-        text = f"{info.meaning}{where}. {self.message}. What to do: {info.action}."
-        return f"{text} See {info.link}" if link and info.link else text
+        return f"{info.meaning}{where}. {self.message}. What to do: {info.action}."
 
 
 def distinct(warnings) -> list[tuple[HloWarning, list[int | None]]]:

@@ -9,7 +9,7 @@ import html
 from ..analysis import hlo, timeline
 from ..analysis.grouping import label
 from ..options import ViewOptions
-from . import images, timeline_svg
+from . import images, links, timeline_svg
 from .text import DEFAULT_VIEW, findings, groups, rank_block
 from .words import finding_text, state_line, summary_line
 
@@ -75,8 +75,10 @@ def header_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
 
 
 def _finding_html(w, ranks, count: int = 1) -> str:
-    link = hlo.KINDS[w.kind].link
-    anchor = f" See <a href='{html.escape(link)}' target='_blank'>{html.escape(link)}</a>" if link else ""
+    reference = hlo.KINDS[w.kind].reference
+    target = links.href(reference)
+    anchor = (f" See <a href='{html.escape(target)}' target='_blank'>{html.escape(reference.title)}</a>"
+              if target else " " + html.escape(links.words(reference)))
     style = f"color:{SEVERITY_COLORS[w.severity]}"
     full = html.escape(finding_text(w, ranks, link=False, brief=False))
     if w.small:  # one line; the whole finding one click away

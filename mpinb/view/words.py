@@ -9,6 +9,7 @@ from ..analysis.compare import summary as comparison_words
 from ..analysis.grouping import label
 from ..analysis.hlo_text import human_bytes
 from ..wire.status import in_jitted_collective
+from . import links
 
 
 def describe_inflight(info: dict | None, where: dict | None = None) -> str:
@@ -109,7 +110,10 @@ def finding_text(w, ranks, link: bool = True, brief: bool | None = None, count: 
     who = "across ranks" if ranks == [None] else label(r for r in ranks if r is not None)
     brief = w.small if brief is None else brief
     times = f" ({count} copies)" if count > 1 else ""
-    return f"{w.severity} [{w.kind}] {who}: {w.brief() + times if brief else w.plain(link=link)}"
+    text = w.brief() + times if brief else w.plain()
+    if link and not brief:
+        text += " " + links.words(hlo.KINDS[w.kind].reference)
+    return f"{w.severity} [{w.kind}] {who}: {text}"
 
 
 def comparison_summary(result) -> str:
