@@ -1,6 +1,7 @@
 """JupyterLab in a real (headless) Chromium: open the quick-start notebook, run all cells, check
-that the per-rank widget view renders, and keep a screenshot; at 4 ranks, the grouped view and
-the timeline picture, with screenshots and the browser's time for a 20,000-line cell.
+that the per-rank view renders (static HTML once a cell ends), and keep a screenshot; at 4
+ranks, the grouped view and the timeline picture, with screenshots and the browser's time for
+a 20,000-line cell.
 
 Needs Debian's `chromium` (`.ci/run` installs it) and the `playwright` and `jupyterlab`
 packages (test extras). Without a browser the test is skipped, except where
@@ -121,16 +122,16 @@ def test_quickstart_notebook_renders_one_column_per_rank(lab):
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
         page.wait_for_selector("text=cluster stopped", timeout=300_000)
-        widget_columns = page.locator(".jupyter-widgets .mpinb-rank")
+        widget_columns = page.locator(".mpinb-view .mpinb-rank")
         widget_columns.first.wait_for(timeout=60_000)
         ranks = sorted({r for i in range(widget_columns.count())
                         for r in widget_columns.nth(i).get_attribute("data-rank").split(",")})
         groups = {widget_columns.nth(i).get_attribute("data-rank") for i in range(widget_columns.count())}
-        first_view = page.locator(".jupyter-widgets .mpinb-summary").first
+        first_view = page.locator(".mpinb-view .mpinb-summary").first
         first_view.scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "quickstart.png"), full_page=True)
-        summaries = [page.locator(".jupyter-widgets .mpinb-summary").nth(i).inner_text()
-                     for i in range(page.locator(".jupyter-widgets .mpinb-summary").count())]
+        summaries = [page.locator(".mpinb-view .mpinb-summary").nth(i).inner_text()
+                     for i in range(page.locator(".mpinb-view .mpinb-summary").count())]
     assert ranks == ["0", "1"], ranks
     assert "0,1" in groups, groups  # what both ranks share is shown once, in a card of its own
     assert any(s.startswith("2 ranks") for s in summaries), summaries
@@ -195,7 +196,7 @@ def test_four_ranks_grouped_view_and_timeline(lab, four_rank_notebook):
         open_notebook(page, f"{url}/lab/workspaces/four-ranks/tree/{four_rank_notebook}?reset&token={token}")
         run_one(page, 0, "text=4 MPI engines ready")
         run_one(page, 1, ".jp-OutputPrompt, .jp-InputPrompt")
-        run_one(page, 2, ".jupyter-widgets .mpinb-summary")
+        run_one(page, 2, ".mpinb-view .mpinb-summary")
         grouped = page.locator(".jp-Notebook .jp-Cell").nth(2)
         grouped.scroll_into_view_if_needed()
         grouped.screenshot(path=str(ARTIFACTS / "grouped-4-ranks.png"))
@@ -206,7 +207,7 @@ def test_four_ranks_grouped_view_and_timeline(lab, four_rank_notebook):
         timeline_rows = grouped.locator("svg.mpinb-timeline text", has_text="rank ").count()
         timeline_text = grouped.locator(".mpinb-timeline-block").first.inner_text()
         px_seconds = run_one(page, 3, f"text=rank line {LINES - 1}")
-        ours_seconds = run_one(page, 4, ".jupyter-widgets .mpinb-summary")
+        ours_seconds = run_one(page, 4, ".mpinb-view .mpinb-summary")
         trimmed = page.locator(".jp-Notebook .jp-Cell").nth(4).inner_text()
         page.screenshot(path=str(ARTIFACTS / "four-ranks.png"), full_page=True)
         run_one(page, 5, "text=cluster stopped")
@@ -269,7 +270,7 @@ def test_an_attendee_s_path_through_a_mistake_a_hang_a_restart_and_a_stale_globa
         open_notebook(page, f"{url}/lab/workspaces/attendee/tree/{attendee_notebook}?reset&token={token}")
         cells = page.locator(".jp-Notebook .jp-Cell")
         run_one(page, 0, "text=2 MPI engines ready")
-        run_one(page, 1, ".jupyter-widgets .mpinb-summary")
+        run_one(page, 1, ".mpinb-view .mpinb-summary")
         mistake = cells.nth(2)
         tracebacks = {}
         for attempt, shot in enumerate(("attendee-mistake.png", "attendee-mistake-rerun.png")):
@@ -307,8 +308,8 @@ def test_an_attendee_s_path_through_a_mistake_a_hang_a_restart_and_a_stale_globa
         run_one(page, 4, "text=setup cell replayed")
         restart_text = cells.nth(4).locator(".jp-OutputArea").first.inner_text()
         shoot(cells.nth(4), "attendee-restart.png")
-        run_one(page, 5, ".jupyter-widgets .mpinb-summary")
-        run_one(page, 6, ".jupyter-widgets .mpinb-summary")
+        run_one(page, 5, ".mpinb-view .mpinb-summary")
+        run_one(page, 6, ".mpinb-view .mpinb-summary")
         stale = cells.nth(6)
         stale_text = stale.locator(".jp-OutputArea").first.inner_text()
         shoot(stale, "attendee-stale-global.png")

@@ -5,7 +5,6 @@ import zlib
 
 import numpy as np
 import pytest
-from support.views import widget_html
 
 from mpinb import view
 from mpinb.analysis import compare as cmp
@@ -191,20 +190,21 @@ def test_parse_ranks():
             parse_ranks(bad, 4)
 
 
-def test_widget_html_and_text_carry_the_same_facts():
-    """Notes (restart advice), shared warnings and per-rank text: in the widget, the HTML and
-    text/plain alike."""
+def test_html_and_text_carry_the_same_facts_and_no_widget():
+    """Notes (restart advice), shared warnings and per-rank text: in the HTML and text/plain
+    alike; a finished view is static (no widget model that dies with the kernel)."""
     for by_rank in (False, True):
         res, opts = result(), ViewOptions(by_rank=by_rank)
         res.notes.append("rank 2 is blocked inside MPI and cannot be interrupted: run %mpijax restart")
         text = view.render_text(res, opts)
         page = view.render_html(res, opts)
-        widget = widget_html(view.build_widget(res, opts))
+        bundle = view.CellView(res, opts)._repr_mimebundle_()
+        assert set(bundle) == {"text/plain", "text/html"}, sorted(bundle)
+        assert bundle["text/plain"] == text and bundle["text/html"] == page
         for fact in ("cannot be interrupted: run %mpijax restart", "rank 0 compiled a but rank 2 compiled b",
                      "ValueError: boom", "partial", "jit == eager: y", "a custom call without layout constraints"):
             assert fact in text, (by_rank, fact)
             assert fact in page, (by_rank, fact)
-            assert fact in widget, (by_rank, fact)
 
 
 def test_records_are_typed_and_pickle():
@@ -238,8 +238,7 @@ def test_timeline_shows_who_waited_for_whom():
     assert picture.startswith("<svg") and picture.count("<rect") == 5
     assert picture.count("data-op='allreduce'") == 3
     assert "rank 1: allreduce (call 1), 16 B, 0.0001 s, from 1.2 s" in picture
-    for page in (view.render_html(res), widget_html(view.build_widget(res))):
-        assert "class='mpinb-timeline'" in page
+    assert "class='mpinb-timeline'" in view.render_html(res)
     assert timeline_svg.svg(result()) == "" and "timeline" not in view.render_text(result())
     # a rank without calls, and one without a record (still running), keep their rows
     recs[2] = RankRecord(rank=2, ok=True, elapsed=1.5)

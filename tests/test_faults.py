@@ -14,7 +14,6 @@ import time
 import psutil
 import pytest
 from support.topology import OTHER_HOST, SLURM, make_cluster
-from support.views import widget_html
 from support.waiting import OnOutput, inside, press_stop
 
 from mpinb import view
@@ -186,7 +185,7 @@ def test_interrupt_says_when_ranks_stay_blocked_in_mpi(cluster):
     assert res.states[1] == res.states[2] == "running"
     note = "ranks 1-2 are blocked inside MPI and cannot be interrupted: run %mpijax restart"
     assert note in res.text() and "SIGINT" not in res.text()
-    assert note in widget_html(view.build_widget(res))
+    assert note in view.render_html(res)
     cluster.restart()
     usable(cluster)
 

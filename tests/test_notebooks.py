@@ -25,7 +25,14 @@ def execute(name):
             os.environ.pop("MPINB_NOTEBOOK_RANKS")
         else:
             os.environ["MPINB_NOTEBOOK_RANKS"] = old
+    assert widget_outputs(nb) == [], "finished cells keep widget views (broken after a kernel restart)"
     return nb
+
+
+def widget_outputs(nb) -> list[int]:
+    """The code cells with an output that is a widget view."""
+    return [i for i, cell in enumerate(code_cells(nb)) for o in cell.get("outputs", [])
+            if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
 
 
 def texts(cell):

@@ -2,28 +2,64 @@
 
 from __future__ import annotations
 
+import html
+import time
+
 
 class StartProgress:
-    """The progress bar of a cluster's start (tqdm: a widget in a notebook, text elsewhere): one
-    bar from the moment start() is called until the engines are ready, counting the engines as
-    they register and naming the phase, so that its clock and the "ready in" message agree."""
+    """The progress bar of a cluster's start: one bar from the moment start() is called until the
+    engines are ready, counting the engines as they register and naming the phase, so that its
+    clock and the "ready in" message agree. In a notebook it is a display that is updated in place
+    (HTML and text, no widget: a saved notebook shows the last state after a kernel restart, on
+    GitHub or in nbconvert alike); elsewhere tqdm's text bar."""
 
-    def __init__(self, n: int, show: bool):
-        self.bar = None
-        if show:
+    def __init__(self, n: int, show: bool, interval: float = 0.2):
+        self.n, self.registered, self.words = n, 0, "starting the controller"
+        self.t0, self.interval, self.last = time.perf_counter(), interval, 0.0
+        self.bar = self.handle = None
+        if not show:
+            return
+        from ..view.widgets import widgets_available
+
+        if widgets_available():  # a notebook front end
+            from IPython.display import display
+
+            self.handle = display(self._bundle(), raw=True, display_id=True)
+        else:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=n, desc="starting the controller", unit="engine",
+            self.bar = tqdm(total=n, desc=self.words, unit="engine",
                             bar_format="{desc}: {n_fmt}/{total_fmt} engines {bar} {elapsed_s:.1f} s")
 
+    def _text(self) -> str:
+        return f"{self.words}: {self.registered}/{self.n} engines {time.perf_counter() - self.t0:.1f} s"
+
+    def _bundle(self) -> dict:
+        bar = f"<progress value='{self.registered}' max='{self.n}' style='width:12em'></progress>"
+        seconds = f"{self.registered}/{self.n} engines {time.perf_counter() - self.t0:.1f} s"
+        return {"text/plain": self._text(),
+                "text/html": f"<div class='mpinb-start'>{html.escape(self.words)}: {bar} {seconds}</div>"}
+
+    def _show(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if self.handle is not None and (force or now - self.last >= self.interval):
+            self.handle.update(self._bundle(), raw=True)
+            self.last = now
+
     def phase(self, words: str) -> None:
+        self.words = words
         if self.bar is not None:
             self.bar.set_description_str(words)
+        self._show(force=True)
 
     def count(self, registered: int) -> None:
-        if self.bar is not None and registered != self.bar.n:
-            self.bar.update(registered - self.bar.n)
+        if registered != self.registered:
+            if self.bar is not None:
+                self.bar.update(registered - self.registered)
+            self.registered = registered
+        self._show()
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+        self._show(force=True)

@@ -1,4 +1,4 @@
-"""How results are shown in the notebook: text, HTML and widgets of a cell's result, the live
+"""How results are shown in the notebook: text and HTML of a cell's result, the live widget
 boxes while it runs, pictures, the timeline, the status and HLO tables, and their words.
 
     from mpinb import view
@@ -9,7 +9,7 @@ boxes while it runs, pictures, the timeline, the status and HLO tables, and thei
 from .html import render_html
 from .live import LiveOutput
 from .text import render_text
-from .widgets import CellView, build_widget, mimebundle
+from .widgets import CellView, mimebundle
 from .words import live_words
 
-__all__ = ["CellView", "LiveOutput", "build_widget", "live_words", "mimebundle", "render_html", "render_text"]
+__all__ = ["CellView", "LiveOutput", "live_words", "mimebundle", "render_html", "render_text"]

@@ -1,7 +1,7 @@
-"""The per-rank view in a notebook: ipywidgets where the front end has them (summary, cards,
-or --by-rank one column per rank in pages of 8), with the same content always present as
-text/plain and text/html, so nbconvert, terminals and tests can read it. Widgets are imported
-lazily: ``import mpinb`` needs neither IPython nor ipywidgets.
+"""A finished cell's view in a notebook (``CellView``: static HTML and text, the same facts in
+both, readable after a kernel restart, on GitHub, in nbconvert, in terminals and tests), and
+whether the front end has ipywidgets (the live boxes while a cell runs: mpinb.view.live).
+Widgets are imported lazily: ``import mpinb`` needs neither IPython nor ipywidgets.
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 import sys
 
 from ..options import ViewOptions
-from . import images
-from .html import body_html, footer_html, header_html, rank_html, render_html
+from .html import render_html
 from .text import DEFAULT_VIEW, render_text
 
 RANKS_PER_PAGE = 8
@@ -31,47 +30,12 @@ def widgets_available() -> bool:
     return True
 
 
-def build_widget(result, view: ViewOptions = DEFAULT_VIEW):
-    """ipywidgets view: summary on top, then the groups of ranks (or, --by-rank, one column per
-    rank in pages of 8 ranks), then the layout findings."""
-    import ipywidgets as w
-
-    footer = footer_html(result, view)
-    if not view.by_rank:
-        parts = [w.HTML(header_html(result, view)),
-                 w.HTML(f"<div style='display:flex;flex-wrap:wrap'>{body_html(result, view)}</div>")]
-        if footer:
-            parts.append(w.HTML(footer))
-        return w.VBox(parts, layout=w.Layout(width="100%"))
-    scales = images.scales(result)
-
-    def column(rank):
-        return w.HTML(rank_html(result, rank, view, scales), layout=w.Layout(flex="1 1 0", min_width="14em"))
-
-    pages = [result.ranks[i:i + RANKS_PER_PAGE] for i in range(0, len(result.ranks), RANKS_PER_PAGE)]
-    boxes = [w.HBox([column(r) for r in page], layout=w.Layout(flex_flow="row wrap")) for page in pages]
-    if len(boxes) == 1:
-        body = boxes[0]
-    else:
-        body = w.Tab(children=boxes)
-        for i, page in enumerate(pages):
-            body.set_title(i, f"ranks {page[0]}-{page[-1]}")
-    parts = [w.HTML(header_html(result, view)), body]
-    if footer:
-        parts.append(w.HTML(footer))
-    return w.VBox(parts, layout=w.Layout(width="100%"))
-
-
 def mimebundle(result, view: ViewOptions = DEFAULT_VIEW) -> dict:
-    bundle = {"text/plain": render_text(result, view), "text/html": render_html(result, view)}
-    if widgets_available():
-        try:
-            widget_bundle = build_widget(result, view)._repr_mimebundle_()
-        except Exception:  # noqa: BLE001 - widgets are an enhancement; text and html remain
-            widget_bundle = None
-        if widget_bundle:
-            bundle.update({k: v for k, v in widget_bundle.items() if k != "text/plain"})
-    return bundle
+    """A finished cell's view: static HTML and text, the same facts in both. Never a widget: its
+    model dies with the kernel, and a saved notebook would show a broken widget after a restart,
+    and nothing on GitHub or in nbconvert, where a widget output is preferred to the HTML beside
+    it. (While a cell runs, its ranks' boxes are live widgets: mpinb.view.live.)"""
+    return {"text/plain": render_text(result, view), "text/html": render_html(result, view)}
 
 
 class CellView:
