@@ -31,7 +31,8 @@ n = int(os.environ.get("MPINB_NOTEBOOK_RANKS", min(4, os.cpu_count() or 1)))
 # %% [markdown]
 # Every `%%mpijax` cell runs on all ranks. Variables live on the engines, one namespace per
 # rank; the view shows what the ranks printed or computed alike once, under `[ranks 0-3]`, and
-# what differs under each rank (`--by-rank` shows every rank in full).
+# what differs under each rank (`--by-rank` shows every rank in full). Lines that differ only by
+# each rank's own number are said once too, the number shown as ⟨rank⟩.
 
 # %%
 # %%mpijax

@@ -441,3 +441,23 @@ def test_the_words_about_blocked_ranks_agree_in_the_report_and_when_the_next_cel
     assert "interrupt it" not in refused
     computing = busy_words([1], {1: None}, {}, replayed=0)
     assert computing.endswith(": the ranks still running can be interrupted (stop button) or restarted")
+
+
+def test_output_that_differs_only_by_each_rank_s_own_number_is_said_once():
+    """JAX's Gloo log and a rank's hello: the same words but each rank's number (or host), grouped
+    with the number marked; a value that differs otherwise stays per rank."""
+    from mpinb.analysis.grouping import fold_rank_numbers, rank_template
+
+    gloo = "[Gloo] Rank {r} is connected to 1 peer ranks. Expected number of connected peer ranks is : 1\n"
+    texts = {r: gloo.format(r=r) for r in range(3)}
+    folded = fold_rank_numbers(texts)
+    assert set(folded.values()) == {gloo.format(r="\u27e8rank\u27e9")}  # the 1s that are not rank 1 stay
+    assert fold_rank_numbers({0: "v 10\n", 1: "v 11\n"}) == {0: "v 10\n", 1: "v 11\n"}
+    assert rank_template({0: "on a: 0", 1: "on b: 1"}, {0: "a", 1: "b"}) == "on \u27e8host\u27e9: \u27e8rank\u27e9"
+    assert rank_template({0: "rank 0", 1: "rank 2"}) is None  # 2 is not rank 1's own number
+    res = four_ranks()
+    for r in range(4):
+        res.stdout[r] = f"hello from rank {r} of 4\n"
+    text = view.render_text(res)
+    assert "[ranks 0-3]\n  stdout:\n      hello from rank \u27e8rank\u27e9 of 4" in text and text.count("hello") == 1
+    assert "hello from rank 2 of 4" in view.render_text(res, ViewOptions(by_rank=True))  # in full, as said

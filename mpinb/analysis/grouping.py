@@ -10,7 +10,12 @@ Pure: no IPython, no widgets.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Iterable, Mapping
+
+#: what stands for each rank's own number (or host name) in text that differs only by it
+RANK_MARK, HOST_MARK = "\u27e8rank\u27e9", "\u27e8host\u27e9"
+_NUMBER = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
 
 
 def rank_ranges(ranks: Iterable[int], sep: str = ",") -> str:
@@ -61,3 +66,57 @@ def merge_sections(per_rank: Mapping[int, list[tuple]]) -> list[tuple[list[int],
             if lines:
                 by_set.setdefault(tuple(ranks), []).extend(lines)
     return sorted(((list(ranks), lines) for ranks, lines in by_set.items()), key=lambda g: (-len(g[0]), g[0][0]))
+
+
+def _tokens(text: str) -> list[str]:
+    """The text cut around whole numbers: ['Rank ', '0', ' is connected to ', '1', ...]."""
+    return _NUMBER.split(text)
+
+
+def rank_template(texts: Mapping[int, str], hosts: Mapping[int, str] | None = None) -> str | None:
+    """The text all ``texts`` (rank -> text) share but for each rank's own number (a whole
+    number equal to the rank, at the same place in every text) and host name, with those
+    places marked; None when they differ otherwise. '[Gloo] Rank 0 is connected to 1 peer'
+    and '[Gloo] Rank 1 is connected to 1 peer' -> '[Gloo] Rank ⟨rank⟩ is connected to 1 peer'."""
+    ranks = sorted(texts)
+    if len(ranks) < 2:
+        return None
+    hosts = hosts or {}
+    own = {}
+    for r in ranks:
+        text = texts[r]
+        host = hosts.get(r)
+        if host and len({hosts.get(q) for q in ranks}) > 1:
+            text = re.sub(rf"(?<![\w.-]){re.escape(host)}(?![\w-])", HOST_MARK, text)
+        own[r] = _tokens(text)
+    first = own[ranks[0]]
+    if any(len(own[r]) != len(first) for r in ranks):
+        return None
+    out = []
+    for i, token in enumerate(first):
+        column = {r: own[r][i] for r in ranks}
+        if len(set(column.values())) == 1:
+            out.append(token)
+        elif i % 2 == 1 and all(column[r] == str(r) for r in ranks):  # a number: each rank's own
+            out.append(RANK_MARK)
+        else:
+            return None
+    return "".join(out)
+
+
+def fold_rank_numbers(texts: Mapping[int, str], hosts: Mapping[int, str] | None = None) -> dict[int, str]:
+    """Each rank's text, or, where it differs from others' only by the rank's own number (or host
+    name), the template they share: ranks whose output says the same thing group together."""
+    shown = dict(texts)
+    left = [r for r in sorted(texts) if texts[r]]
+    while left:
+        first, rest = left[0], left[1:]
+        members = [first] + [r for r in rest if rank_template({first: texts[first], r: texts[r]}, hosts) is not None
+                             or texts[r] == texts[first]]
+        if len(members) > 1 and len({texts[r] for r in members}) > 1:
+            template = rank_template({r: texts[r] for r in members}, hosts)
+            if template is not None:
+                for r in members:
+                    shown[r] = template
+        left = [r for r in left if r not in members]
+    return shown

@@ -11,7 +11,7 @@ most ``max_lines`` lines per rank (head and tail). Pure: no IPython.
 from __future__ import annotations
 
 from ..analysis import hlo, timeline
-from ..analysis.grouping import label, merge_sections
+from ..analysis.grouping import fold_rank_numbers, label, merge_sections
 from ..options import ViewOptions
 from ..wire.values import describe
 from . import images
@@ -49,12 +49,14 @@ def state_detail(result, rank: int) -> list[str]:
     return []
 
 
-def rank_sections(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=None) -> list[tuple]:
+def rank_sections(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=None, outputs=None) -> list[tuple]:
     """What one rank has to say, as named sections (state and time left out): the units that
     the grouped view compares across ranks. ``scales``: the pictures' shared colour scales
-    (images.scales), computed once per view rather than once per rank."""
+    (images.scales), computed once per view rather than once per rank; ``outputs``: the
+    (stdout, stderr) texts to show by rank, where they differ from the result's."""
     rec = result.records.get(rank)
-    out, err = result.stdout.get(rank, ""), result.stderr.get(rank, "")
+    stdout, stderr = outputs or (result.stdout, result.stderr)
+    out, err = stdout.get(rank, ""), stderr.get(rank, "")
     sections = [("detail", state_detail(result, rank)),
                 ("stdout", ["stdout:", _indent(trim(out, view.max_lines))] if out else []),
                 ("stderr", ["stderr:", _indent(trim(err, view.max_lines, "stderr"))] if err else [])]
@@ -96,9 +98,11 @@ def findings(result, by_rank: bool = False) -> list[tuple]:
 
 
 def groups(result, view: ViewOptions = DEFAULT_VIEW, scales=None) -> list[tuple[list[int], list[str]]]:
-    """[(ranks, lines)]: every rank's sections, identical ones merged across ranks."""
+    """[(ranks, lines)]: every rank's sections, identical ones merged across ranks (output that
+    differs only by each rank's own number, shown once with the number marked)."""
     scales = images.scales(result) if scales is None else scales
-    return merge_sections({r: rank_sections(result, r, view, scales) for r in result.ranks})
+    outputs = (fold_rank_numbers(result.stdout), fold_rank_numbers(result.stderr))
+    return merge_sections({r: rank_sections(result, r, view, scales, outputs) for r in result.ranks})
 
 
 def rank_block(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=None) -> list[str]:
