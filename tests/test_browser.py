@@ -330,3 +330,44 @@ def test_an_attendee_s_path_through_a_mistake_a_hang_a_restart_and_a_stale_globa
     assert "the engines' variables are gone, 1 --setup cell replayed" in restart_text, restart_text
     assert "hint: f was traced when scale was 2.0; it is 3.0 now" in stale_text, stale_text
     assert "jit != eager: z on ranks 0-1" in stale_text, stale_text
+
+
+def test_a_copied_tutorial_reads_the_same_after_a_kernel_restart_and_its_links_open(lab):
+    """As an attendee keeps a tutorial: copied out of the installed package by `mpinb tutorials`
+    into a folder of the lab (not the source tree), every cell run, saved, the kernel restarted
+    and the notebook reloaded: every mpinb view is still there, and no output is a broken widget;
+    a finding's link opens its section (no "Cannot open")."""
+    url, token, root = lab
+    subprocess.run([sys.executable, "-m", "mpinb", "tutorials", str(root / "mine")], check=True, capture_output=True)
+    address = f"{url}/lab/workspaces/tutorial/tree/mine/02_debugging_transpose.ipynb?reset&token={token}"
+    with browser_page("tutorial-failure.png") as page:
+        open_notebook(page, address)
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        page.wait_for_selector("text=cluster stopped", timeout=300_000)
+        views_run = page.locator(".mpinb-view .mpinb-summary").count()
+        page.keyboard.press("Control+s")
+        page.wait_for_timeout(2_000)
+        page.get_by_role("menuitem", name="Kernel", exact=True).click()
+        page.get_by_role("menuitem", name="Restart Kernel…", exact=True).click()
+        page.locator(".jp-Dialog").get_by_role("button", name="Restart", exact=True).click()
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+        page.reload()
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+        page.locator(".mpinb-view .mpinb-summary").first.wait_for(timeout=60_000)
+        views_after = page.locator(".mpinb-view .mpinb-summary").count()
+        broken = page.locator("text=/Error displaying widget|model not found/").count()
+        page.screenshot(path=str(ARTIFACTS / "tutorial-after-restart.png"), full_page=True)
+        link = page.locator(".mpinb-finding a[href*='02_debugging_transpose.ipynb#']").first
+        href = link.get_attribute("href")
+        link.click()
+        page.wait_for_timeout(3_000)
+        cannot_open = page.locator("text=Cannot open").count()
+        heading = href.split("#", 1)[1]
+        landed = page.locator(f"[id='{heading}']").first
+        landed.wait_for(timeout=30_000)
+        in_view = landed.is_visible()
+    assert views_run >= 3 and views_after == views_run, (views_run, views_after)
+    assert broken == 0
+    assert not href.startswith(("/", "mpinb/", "notebooks/")), href  # relative to the notebook's folder
+    assert cannot_open == 0 and in_view

@@ -195,15 +195,3 @@ def test_a_status_dropped_by_the_caller_stays_alive_for_the_compiled_receive(wor
     assert len(made) == 1 and made[0]() is not None
     f(jnp.ones(2)).block_until_ready()
     assert made[0]().Get_source() == MPI.PROC_NULL
-
-
-@pytest.mark.parametrize("platform", ["tpu", "cuda"])
-def test_a_collective_compiled_for_an_accelerator_names_the_platform_and_the_way_out(world, platform):
-    """Lowered for the accelerator (JAX lowers for any platform without its device): mpinb's own
-    words, not JAX's 'MLIR translation rule ... not found for platform'."""
-    rank, _ = world
-    f = jax.jit(lambda x: mpi.allreduce(x, op=MPI.SUM))
-    with pytest.raises(NotImplementedError, match=rf"mpinb: allreduce on rank {rank}: mpinb's collectives move arrays "
-                                                  rf"in host memory, but this computation is compiled for {platform}\. "
-                                                  r"Run the engines' JAX on the CPU .*JAX_PLATFORMS=cpu.*device_put"):
-        jax.export.export(f, platforms=[platform])(jax.ShapeDtypeStruct((3,), jnp.float32))

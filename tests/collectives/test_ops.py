@@ -240,13 +240,17 @@ def test_explicit_communicator(world):
 
 def test_support_flags_say_what_lowers(world):
     """No GPU support is claimed, and none is there: a collective lowers for the CPU and is
-    refused for CUDA and ROCm (no lowering registered), so the flags cannot drift from the
-    registrations."""
+    refused for CUDA, ROCm and TPU (JAX lowers for any platform without its device) in mpinb's
+    words, naming the platform and the way out, not JAX's missing-rule error."""
+    rank, _ = world
     assert mpi.has_cuda_support() is False and mpi.has_sycl_support() is False
     traced = jax.jit(lambda x: mpi.allreduce(x, MPI.SUM)).trace(jnp.ones(2))
     assert "mpinb_allreduce" in traced.lower(lowering_platforms=("cpu",)).as_text()
-    for platform in ("cuda", "rocm"):
-        with pytest.raises(NotImplementedError, match=f"mpinb_allreduce.*{platform}"):
+    for platform in ("cuda", "rocm", "tpu"):
+        with pytest.raises(NotImplementedError, match=rf"mpinb: allreduce on rank {rank}: mpinb's collectives move "
+                                                      rf"arrays in host memory, but this computation is compiled "
+                                                      rf"for {platform}\. Run the engines' JAX on the CPU .*"
+                                                      r"JAX_PLATFORMS=cpu.*device_put"):
             traced.lower(lowering_platforms=(platform,))
 
 
