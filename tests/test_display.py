@@ -461,3 +461,27 @@ def test_output_that_differs_only_by_each_rank_s_own_number_is_said_once():
     text = view.render_text(res)
     assert "[ranks 0-3]\n  stdout:\n      hello from rank \u27e8rank\u27e9 of 4" in text and text.count("hello") == 1
     assert "hello from rank 2 of 4" in view.render_text(res, ViewOptions(by_rank=True))  # in full, as said
+
+
+def test_library_logs_fold_into_one_line_per_run_and_group_across_ranks():
+    """Log lines, whoever wrote them (absl/glog headers, Python's logging, a [Component] tag),
+    lose the time and thread that differ between ranks and fold into one line per run; a
+    user's own lines around them stay as printed; --by-rank shows them as written."""
+    from mpinb.analysis.grouping import fold_logs, log_line
+
+    assert log_line("I1205 10:39:06.123456  4242 external/xla/xla/pjrt/client.cc:77] connected") == (
+        "xla", "connected")
+    assert log_line("WARNING:jax._src.distributed:retrying") == ("jax", "retrying")
+    assert log_line("[Gloo] Rank 1 is connected") == ("Gloo", "Rank 1 is connected")
+    assert log_line("[rank 1] step 3") is None and log_line("loss 0.5") is None
+    assert fold_logs("a\n[Gloo] one\n[Gloo] two\nb\n", "h") == "a\nlog (Gloo): one (+1 more log lines; all in h)\nb\n"
+    res = four_ranks()
+    for r in range(4):
+        res.stderr[r] = (f"I1205 10:39:0{r}.12345{r}  {4000 + r} external/xla/xla/pjrt/distributed/client.cc:7] "
+                         f"Connected to distributed JAX controller\n[Gloo] Rank {r} is connected to 3 peer ranks\n")
+        res.stdout[r] = "my own line\n"
+    text = view.render_text(res)
+    assert text.count("log (xla, Gloo): Connected to distributed JAX controller (+1 more log lines; "
+                      "all in _mpijax.stderr[rank])") == 1, text
+    assert "[ranks 0-3]" in text and "my own line" in text
+    assert "4003 external/xla" in view.render_text(res, ViewOptions(by_rank=True))

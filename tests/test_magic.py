@@ -54,14 +54,14 @@ def cell(ip, line, code):
     return ip.user_ns["_mpijax"]
 
 
-def test_seed_transpose_compare_shows_both_columns_and_no_layout_error(ip, capsys):
+def test_seed_transpose_compare_groups_the_ranks_and_shows_no_layout_error(ip, capsys):
     res = cell(ip, "--compare --show ok", SEED)
     out = capsys.readouterr().out
     assert res.ok and res.ranks == [0, 1]
     summary = r"^2 ranks, [0-9.]+ s, \d+ layout findings?: \d+ relayout \(info\), jit == eager: t$"
     assert re.search(summary, out, re.M), out
-    assert "[rank 0]" in out and "[rank 1]" in out
-    assert "rank 0 ok True" in out and "rank 1 ok True" in out
+    assert "[ranks 0-1]" in out and "rank ⟨rank⟩ ok True" in out  # differ only by the rank's number
+    assert "rank 0 ok True" in out and "rank 1 ok True" in out  # as each rank printed it, live
     assert not [w for w in res.warnings if w.kind in ("non-row-major", "unconstrained")]
     assert {w.kind for w in res.warnings} <= {"relayout"}
     assert all(c.status == "equal" for c in res.comparisons)

@@ -128,7 +128,7 @@ def test_pencil_fft():
     nb = execute("03_pencil_fft.ipynb")
     assert assert_each_message_once(nb) >= 2
     cells = code_cells(nb)
-    assert "grid position (1, 0) of 2 x 1" in texts(cells[1])
+    assert "[ranks 0-1]" in texts(cells[1]) and "rank ⟨rank⟩: grid position (⟨rank⟩, 0) of 2 x 1" in texts(cells[1])
     run = texts(cells[3])
     assert "distributed fft3d" in run
     error = float(run.split("max error ")[1].split()[0])
@@ -179,7 +179,7 @@ def test_jax_native():
     nb = execute("04_jax_native.ipynb")
     assert assert_each_message_once(nb) >= 4
     cells = code_cells(nb)
-    assert "process 1 of 2, devices 2" in texts(cells[1])
+    assert "[ranks 0-1]" in texts(cells[1]) and "rank ⟨rank⟩: process ⟨rank⟩ of 2, devices 2" in texts(cells[1])
     assert "mpinb_ok: True" in texts(cells[2]) and "jit == eager" in texts(cells[2])
     native = texts(cells[3])
     assert "jax_ok: True" in native

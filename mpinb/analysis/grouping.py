@@ -17,6 +17,18 @@ from collections.abc import Hashable, Iterable, Mapping
 RANK_MARK, HOST_MARK = "\u27e8rank\u27e9", "\u27e8host\u27e9"
 _NUMBER = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
 
+#: The shapes of a log line's header, whatever library wrote it (one rule per shape, not per
+#: library): ``src`` names who logged, ``msg`` is what was said. The header's other parts (time,
+#: thread, process) differ between ranks and runs, and are dropped when the line is folded.
+LOG_HEADERS = (
+    # glog / absl, as XLA, TSL, gRPC and Gloo's C++ write it: "I1205 10:39:06.123456  4242 file.cc:77] ..."
+    re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+(?P<src>[\w./+-]+):\d+\]\s?(?P<msg>.*)$"),
+    # Python's logging in its default format: "WARNING:absl:...", "INFO:jax._src.distributed:..."
+    re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<src>[\w.]+):(?P<msg>.*)$"),
+    # a component's name in brackets, a capital and letters only: "[Gloo] Rank 0 is connected ..."
+    re.compile(r"^\[(?P<src>[A-Z][A-Za-z]+)\] (?P<msg>.*)$"),
+)
+
 
 def rank_ranges(ranks: Iterable[int], sep: str = ",") -> str:
     """Sorted ranks as ranges: [0, 1, 2, 5] -> '0-2,5'."""
@@ -102,6 +114,50 @@ def rank_template(texts: Mapping[int, str], hosts: Mapping[int, str] | None = No
         else:
             return None
     return "".join(out)
+
+
+def _log_source(src: str) -> str:
+    """Who logged, in a word: a source file's project ('external/xla/xla/pjrt/client.cc' ->
+    'xla'), a logger's root ('jax._src.distributed' -> 'jax'), or the tag ('Gloo')."""
+    if "/" in src:
+        parts = [p for p in src.split("/")[:-1] if p not in ("", ".", "external")]
+        return parts[0] if parts else src.rsplit("/", 1)[-1]
+    return src.split(".")[0] if "." in src and not src.endswith((".cc", ".h", ".cpp")) else src
+
+
+def log_line(line: str) -> tuple[str, str] | None:
+    """(source, message) of a line a library logged, None for anything else."""
+    for shape in LOG_HEADERS:
+        found = shape.match(line)
+        if found:
+            return _log_source(found["src"]), found["msg"]
+    return None
+
+
+def fold_logs(text: str, handle: str = "") -> str:
+    """Each run of log lines (see LOG_HEADERS) said in one line, without the time and thread that
+    differ between ranks: 'log (Gloo): Rank 0 is connected to 1 peer ranks ...', and for a run
+    of several, who logged and how many more lines (all of them are in ``handle``)."""
+    out: list[str] = []
+    run: list[tuple[str, str]] = []
+
+    def said():
+        if not run:
+            return
+        sources = ", ".join(dict.fromkeys(src for src, _ in run))
+        more = f" (+{len(run) - 1} more log lines{'; all in ' + handle if handle else ''})" if len(run) > 1 else ""
+        out.append(f"log ({sources}): {run[0][1]}{more}")
+        run.clear()
+
+    for line in text.splitlines():
+        found = log_line(line)
+        if found:
+            run.append(found)
+            continue
+        said()
+        out.append(line)
+    said()
+    return "\n".join(out) + ("\n" if text.endswith("\n") and out else "")
 
 
 def fold_rank_numbers(texts: Mapping[int, str], hosts: Mapping[int, str] | None = None) -> dict[int, str]:

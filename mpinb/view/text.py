@@ -11,12 +11,12 @@ most ``max_lines`` lines per rank (head and tail). Pure: no IPython.
 from __future__ import annotations
 
 from ..analysis import hlo, timeline
-from ..analysis.grouping import fold_rank_numbers, label, merge_sections
+from ..analysis.grouping import fold_logs, fold_rank_numbers, label, merge_sections
 from ..options import ViewOptions
 from ..wire.values import describe
 from . import images
 from .blocks import picture
-from .words import describe_inflight, finding_text, skipped_by, state_line, summary_line, trim
+from .words import RESULT_NAME, describe_inflight, finding_text, skipped_by, state_line, summary_line, trim
 
 DEFAULT_VIEW = ViewOptions()
 
@@ -99,9 +99,11 @@ def findings(result, by_rank: bool = False) -> list[tuple]:
 
 def groups(result, view: ViewOptions = DEFAULT_VIEW, scales=None) -> list[tuple[list[int], list[str]]]:
     """[(ranks, lines)]: every rank's sections, identical ones merged across ranks (output that
-    differs only by each rank's own number, shown once with the number marked)."""
+    differs only by each rank's own number, shown once with the number marked; libraries' log
+    lines folded, one line per run)."""
     scales = images.scales(result) if scales is None else scales
-    outputs = (fold_rank_numbers(result.stdout), fold_rank_numbers(result.stderr))
+    outputs = tuple(fold_rank_numbers({r: fold_logs(text, f"{RESULT_NAME}.{name}[rank]") for r, text in stream.items()})
+                    for name, stream in (("stdout", result.stdout), ("stderr", result.stderr)))
     return merge_sections({r: rank_sections(result, r, view, scales, outputs) for r in result.ranks})
 
 
