@@ -20,9 +20,13 @@ import time
 from mpinb.client.cell_run import DEFAULT_GRACE
 from mpinb.client.cluster import MPICluster
 
-SETUP = "import jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\nrank = MPI.COMM_WORLD.Get_rank()"
+SETUP = ("import jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\n"
+         "rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()")
 HEALTHY = "int(mpi.allreduce(jnp.int32(1), MPI.SUM))"
 TIMEOUT = 3.0
+#: the issue's target for a proven deadlock: reported within 10 s of the last rank blocking
+DEADLOCK_BOUND = 10.0
+RING = "x = jnp.ones(4)\ny, _ = mpi.sendrecv(x, x, source=(rank + 1) % size, dest=(rank + 1) % size)"
 
 # name -> (cell, run_cell options, bound in seconds or None, check(result) -> bool)
 CASES = {
@@ -36,6 +40,12 @@ CASES = {
     f"timeout {TIMEOUT:g} s": (
         "import time\nif rank == 1:\n    time.sleep(60)\nmpi.allreduce(jnp.ones(2), MPI.SUM)", {"timeout": TIMEOUT},
         TIMEOUT, lambda r: r.states[1] == "running"),
+    # deadlock="keep": the seconds until the proof, without the restart (the restart row below)
+    "deadlock: ring of receives": (RING, {"deadlock": "keep"}, DEADLOCK_BOUND,
+                                   lambda r: r.deadlock is not None and len(r.deadlock.cycle()) == len(r.ranks)),
+    "deadlock: collective others left": (
+        "if rank == 0:\n    mpi.allreduce(jnp.ones(2), MPI.SUM)", {"deadlock": "keep"}, DEADLOCK_BOUND,
+        lambda r: r.deadlock is not None and r.deadlock.left == r.ranks[1:]),
     "SIGKILL": ("import os, signal, time\nif rank == 1:\n    os.kill(os.getpid(), signal.SIGKILL)\ntime.sleep(60)",
                 {}, None, lambda r: r.dead.get(1) == "killed by signal 9 (SIGKILL)"),
     "os._exit(3)": ("import os, time\nif rank == 1:\n    os._exit(3)\ntime.sleep(60)", {}, None,

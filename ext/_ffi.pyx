@@ -23,7 +23,7 @@ from cpython.pycapsule cimport PyCapsule_New
 
 from mpi4py.libmpi cimport (
     MPI_Comm, MPI_Op, MPI_Datatype, MPI_Status, MPI_SUCCESS, MPI_IN_PLACE, MPI_STATUS_IGNORE, MPI_Comm_dup, MPI_Comm_free,
-    MPI_ANY_SOURCE, MPI_PROC_NULL, MPI_MAX_ERROR_STRING, MPI_MAX_LIBRARY_VERSION_STRING,
+    MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_PROC_NULL, MPI_MAX_ERROR_STRING, MPI_MAX_LIBRARY_VERSION_STRING,
     MPI_COMM_WORLD, MPI_C_BOOL, MPI_INT8_T, MPI_INT16_T, MPI_INT32_T, MPI_INT64_T, MPI_UINT8_T,
     MPI_UINT16_T, MPI_UINT32_T, MPI_UINT64_T, MPI_FLOAT, MPI_DOUBLE, MPI_C_FLOAT_COMPLEX,
     MPI_C_DOUBLE_COMPLEX, MPI_Comm_rank, MPI_Comm_size, MPI_Error_string, MPI_Error_class,
@@ -67,6 +67,16 @@ cdef struct InFlight:
     int peer
     int64_t nbytes
     double t0
+    # whom it waits for (ext/waits.pxi): peers and root as ranks of its communicator
+    int source
+    int dest
+    int sendtag
+    int recvtag
+    int root
+    int comm_size
+    const int* members   # the communicator's world ranks, NULL for COMM_WORLD or unknown
+    bint world
+    bint received        # a sendrecv's receive is done: it waits for its send only
 
 cdef pthread_mutex_t g_lock
 pthread_mutex_init(&g_lock, NULL)
@@ -159,6 +169,7 @@ cdef int enter(Call* c, int64_t nbytes, int peer) noexcept nogil:
     g_inflight.nbytes = nbytes
     c.t0 = MPI_Wtime()
     g_inflight.t0 = c.t0
+    record_waits(c)
     g_inflight.active = 1
     if g_checked and check != CHECK_NOTHING:
         return check_agreement(c, checked_buffer(c), check == CHECK_TRAILING,
@@ -267,6 +278,7 @@ cdef inline void* send_ptr(const XLA_FFI_Buffer* x, const XLA_FFI_Buffer* y) noe
     return MPI_IN_PLACE if x.data == y.data else x.data
 
 
+include "waits.pxi"
 include "in_place.pxi"
 include "handlers.pxi"
 
@@ -318,6 +330,10 @@ def initialize():
                                <MPI_Comm_delete_attr_function*>_free_counter,
                                &g_counter_keyval, NULL)
     g_collapse_on = collapse_supported()
+    if g_members_keyval == MPI_KEYVAL_INVALID:
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN,
+                               <MPI_Comm_delete_attr_function*>_free_members,
+                               &g_members_keyval, NULL)
     if g_shadow_keyval == MPI_KEYVAL_INVALID:
         MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN,
                                <MPI_Comm_delete_attr_function*>_free_shadow,
@@ -414,14 +430,35 @@ def timeline(int64_t after=0):
 
 
 def inflight():
-    """The collective this process is blocked in right now, or None."""
+    """The collective this process is blocked in right now, or None: its op, call number, bytes,
+    peer (as the op names it), seconds in it, and whom it waits for as world ranks: ``source``
+    and ``dest`` (``"any"`` for ANY_SOURCE, None where the op has none), ``sendtag``,
+    ``recvtag`` (None for ANY_TAG), ``root``, ``comm`` (the communicator's world ranks, None
+    when unknown), ``received`` (a sendrecv whose receive is done)."""
+    cdef int64_t call = g_calls
     cdef InFlight snap = g_inflight
     if not snap.active:
         return None
-    return {
+    cdef int i
+    members = None
+    if snap.world:
+        members = list(range(snap.comm_size))
+    elif snap.members != NULL:
+        members = [snap.members[i] for i in range(snap.comm_size)]
+    record = {
         "op": op_name(snap.opcode).decode(),
-        "call": g_calls,
+        "call": call,
         "bytes": snap.nbytes,
         "peer": snap.peer,
         "seconds": MPI_Wtime() - snap.t0,
+        "source": world_rank(snap.source, snap.members, snap.comm_size, snap.world),
+        "dest": world_rank(snap.dest, snap.members, snap.comm_size, snap.world),
+        "sendtag": None if snap.sendtag == MPI_ANY_TAG else snap.sendtag,
+        "recvtag": None if snap.recvtag == MPI_ANY_TAG else snap.recvtag,
+        "root": world_rank(snap.root, snap.members, snap.comm_size, snap.world),
+        "comm": members,
+        "received": bool(snap.received),
     }
+    if g_calls != call or not g_inflight.active:  # it moved on while read: what was read may be stale
+        return None
+    return record

@@ -265,6 +265,7 @@ cdef XLA_FFI_Error* h_sendrecv(XLA_FFI_CallFrame* f) noexcept nogil:
     cdef int sent
     if rc == MPI_SUCCESS:
         rc = matched_recv(&c, y.data, nr, tr, wr, <int>c.source, <int>c.recvtag, status)
+        g_inflight.received = 1
         sent = MPI_Wait(&sending, MPI_STATUS_IGNORE)  # always: MPI reads the operand until then
         rc = rc if rc != MPI_SUCCESS else sent
     finish(&c, rc, b"MPI_Sendrecv")

@@ -32,7 +32,7 @@ from IPython.display import display
 from .client.cluster import MPICluster
 from .client.result import CellResult
 from .errors import CellFailed, ClusterBusy, ClusterError, ClusterLost, PullError
-from .options import CellOptions, ViewOptions, parse_ranks
+from .options import DEADLOCK_CHOICES, CellOptions, ViewOptions, parse_ranks
 from .view.tables import HloView, StatusTable
 from .view.words import RESULT_NAME, restart_words
 
@@ -87,6 +87,10 @@ def cell_parser() -> _Parser:
     p.add_argument("--show", type=_names, default=[], help="variables to summarise per rank, e.g. 'x,y'")
     p.add_argument("--images", action="store_true", help="draw 2-D arrays among the shown values as images")
     p.add_argument("--setup", action="store_true", help="replay this cell after %%mpijax restart")
+    p.add_argument("--deadlock", choices=DEADLOCK_CHOICES, default="restart",
+                   help="once ranks are proven to wait for each other forever: end the cell and restart the "
+                        "engines, replaying --setup cells (restart, the default); end it and leave them blocked "
+                        "(keep); or seek no proof and wait (off)")
     p.add_argument("--by-rank", action="store_true",
                    help="show every rank in full (default: ranks with the same output grouped)")
     p.add_argument("--max-lines", type=_count, default=200,
@@ -305,7 +309,8 @@ class MpiJaxMagics(Magics):
             raise UsageError(str(exc)) from exc
         options = CellOptions(ranks=ranks, compare=args.compare, hlo=not args.no_hlo,
                               timeout=getattr(args, "timeout", self.default_timeout), show=tuple(args.show),
-                              images=args.images, setup=args.setup, label=f"In[{self._cell_number()}]",
+                              images=args.images, setup=args.setup, deadlock=args.deadlock,
+                              label=f"In[{self._cell_number()}]",
                               header=f"%%mpijax {line}".rstrip() + "\n")
         live = LiveOutput(ranks, max_lines=args.max_lines)
         try:

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 
+#: what a proven deadlock does (CellOptions.deadlock, %%mpijax --deadlock)
+DEADLOCK_CHOICES = ("restart", "keep", "off")
+
 
 @dataclasses.dataclass(frozen=True)
 class CellOptions:
@@ -27,6 +30,10 @@ class CellOptions:
     show: names of variables to summarise per rank.
     images: draw the 2-D values among the shown ones.
     setup: replay the cell after a restart (kept only if it ran on every rank without error).
+    deadlock: what a proven deadlock does (mpinb.analysis.deadlock): ``"restart"`` ends the cell
+        and restarts the engines, replaying the setup cells, so that the next cell runs;
+        ``"keep"`` ends the cell and leaves the ranks blocked (to look at them, then
+        ``%mpijax restart``); ``"off"``: no proof is sought, the cell waits (for its timeout).
     label, header: how tracebacks name the cell (``In[5]``: ``Cell In[5], line 4``) and the
         cell's text above the code (the ``%%mpijax`` line), so that line numbers are the notebook's.
     """
@@ -38,12 +45,15 @@ class CellOptions:
     show: tuple[str, ...] = ()
     images: bool = False
     setup: bool = False
+    deadlock: str = "restart"
     label: str | None = None
     header: str = ""
 
     def __post_init__(self):
         if self.timeout is not None and self.timeout <= 0:
             raise ValueError(f"timeout must be positive, got {self.timeout}")
+        if self.deadlock not in DEADLOCK_CHOICES:
+            raise ValueError(f"deadlock must be one of {', '.join(DEADLOCK_CHOICES)}, got {self.deadlock!r}")
         object.__setattr__(self, "show", tuple(self.show))
 
 

@@ -230,7 +230,8 @@ ATTENDEE_CELLS = [
     # a mistake: a first dimension alltoall cannot split over the ranks
     "%%mpijax\nx = jnp.ones((size + 1, 2))\nbad = jax.jit(lambda v: mpi.alltoall(v))(x)",
     # a hang: rank 0 waits in allreduce for rank 1, which finished the cell without calling it
-    "%%mpijax --timeout 20\nprint(f'start on rank {rank}')\nif rank == 0:\n"
+    # (--deadlock off: watched live until the timeout, where the proof would end it in seconds)
+    "%%mpijax --timeout 20 --deadlock off\nprint(f'start on rank {rank}')\nif rank == 0:\n"
     "    mpi.allreduce(jnp.ones(3), op=MPI.SUM)\nprint(f'done on rank {rank}')",
     "%mpijax restart",
     "%%mpijax\nscale = 2.0\nf = jax.jit(lambda v: v * scale)\ny = f(jnp.ones(3))",

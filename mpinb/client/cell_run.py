@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 from ..analysis import hlo as hlo_mod
+from ..analysis.deadlock import prove
 from ..options import CellOptions, parse_ranks
 from ..view.words import way_out
 from ..wire.records import ErrorInfo, RankRecord
@@ -21,6 +22,11 @@ from .result import CellResult
 DEFAULT_GRACE = 2.0
 #: seconds to wait, once a rank's result is in, for the rest of its output
 OUTPUT_WAIT = 30.0
+#: a deadlock is proven only from ranks blocked in the same call this long, and ranks that
+#: left the cell this long ago (a message on its way has arrived by then)
+SETTLE = 1.0
+#: a blocked rank's report counts only if its engine refreshed it this recently (it does every 0.2 s)
+FRESH = 1.0
 
 
 def state_reporter(stream) -> Callable | None:
@@ -78,6 +84,11 @@ class CellRun:
         self.dead: dict[int, str] = {}
         self.taken_down: set[int] = set()          # dead ranks the MPI launcher ended after another's death
         self.last_liveness: float | None = None  # never checked yet
+        self.deadlock = None                       # a proven deadlock (mpinb.analysis.deadlock.Deadlock)
+        self.restarted: str | None = None          # what restarting the engines after it did
+        self.waits: dict[int, tuple] = {}          # rank -> (call, seconds, when the seconds last moved)
+        self.left_at: dict[int, float] = {}        # rank -> when its result was first seen
+        self.last_proof: float | None = None
 
     def run(self) -> CellResult:
         """Run every phase in turn and return the cell's result."""
@@ -91,7 +102,10 @@ class CellRun:
         self.drain_output()
         elapsed = time.perf_counter() - self.t0
         self.settle_deaths()
-        return self.collect(elapsed)
+        result = self.collect(elapsed)
+        if self.deadlock is not None and self.options.deadlock == "restart":
+            self.free_deadlocked(result)
+        return result
 
     # ----------------------------------------------------------------------- submit
     def claim_cluster(self) -> None:
@@ -187,6 +201,8 @@ class CellRun:
                 return  # fail fast: the others had their grace period
             if self._liveness_due(now) and self._only_dead_left(now):
                 return
+            if self._deadlock_proven(now):
+                return
             self._wait_a_little()
             self.pump_output()
 
@@ -212,6 +228,54 @@ class CellRun:
             return False
         self.first_failure = self.first_failure or now
         return all(ar.ready() or r in self.dead for r, ar in self.pending.items())
+
+    def _deadlock_proven(self, now: float) -> bool:
+        """Whether the ranks still running are proven to wait for each other (or for ranks that
+        left the cell) forever, from what each one waits in (mpinb.analysis.deadlock). Checked
+        every 0.25 s, from blocked calls at least SETTLE old whose reports are fresh."""
+        if self.options.deadlock == "off" or (self.last_proof is not None and now - self.last_proof < 0.25):
+            return False
+        self.last_proof = now
+        blocked = {}
+        for r, ar in self.pending.items():
+            if ar.ready():
+                self.left_at.setdefault(r, now)
+                continue
+            rec = self.cluster.inflight(r)
+            if rec and not self._settled(r, rec, now):
+                return False  # a rank only just blocked: wait for it, so that the proof names every rank
+            if rec:
+                blocked[r] = rec
+        if not blocked:
+            return False
+        left = {r for r, t in self.left_at.items() if now - t >= SETTLE and self.record(r).ok}
+        lines = {r: (self.cluster.where(r) or {}).get("line") for r in blocked}
+        self.deadlock = prove(blocked, left, lines)
+        return self.deadlock is not None
+
+    def _settled(self, r: int, rec: dict, now: float) -> bool:
+        """Whether rank ``r`` has been in the call ``rec`` for SETTLE seconds, by a fresh report."""
+        call, seconds, moved = self.waits.get(r, (None, None, now))
+        if rec.get("call") != call or rec.get("seconds") != seconds:
+            moved = now
+        self.waits[r] = (rec.get("call"), rec.get("seconds"), moved)
+        return "comm" in rec and (rec.get("seconds") or 0.0) >= SETTLE and now - moved <= FRESH
+
+    def free_deadlocked(self, result: CellResult) -> None:
+        """Restart the engines (replaying the setup cells): ranks blocked inside MPI cannot be
+        freed otherwise, and the next cell must run. Says so in the result's notes."""
+        from ..view.words import restart_words
+
+        cluster = self.cluster
+        replayed = len(cluster.setup_cells)
+        try:
+            cluster.restart(replay_setup=True)
+        except Exception as exc:  # noqa: BLE001 - said in the view; the cell's own result stands
+            result.notes.append(f"restarting the engines after the deadlock failed ({exc}): run %mpijax restart")
+            return
+        result.notes = [n for n in result.notes if "cannot be interrupted" not in n]
+        result.notes.append("to free them, " + restart_words(cluster.n, cluster.start_seconds or 0.0, replayed, True))
+        result.restarted = True
 
     def _wait_a_little(self) -> None:
         """Block up to ``poll`` seconds on the first unfinished rank."""
@@ -255,6 +319,8 @@ class CellRun:
                 records[r] = rec
                 states[r] = "finished" if rec.ok else "failed"
         notes = self._job_notes([r for r, s in states.items() if s == "running"], inflight, where)
+        if self.deadlock is not None:
+            notes.insert(0, self.deadlock.words())
         per_rank_hlo = {r: rec.hlo for r, rec in records.items() if rec}
         finished = [r for r, state in states.items() if state == "finished"]
         warnings = hlo_mod.analyze(per_rank_hlo, finished) if any(per_rank_hlo.values()) else []
@@ -262,7 +328,7 @@ class CellRun:
             notes.append("HLO capture is off on some ranks (JAX was imported before mpinb set XLA_FLAGS)")
         return CellResult(self.code, self.targets, records, stdout, stderr, states, elapsed, warnings,
                           self.timed_out, self.options.compare, notes, inflight, self.dead, faults, self.interrupted,
-                          where)
+                          where, self.deadlock)
 
     def _job_notes(self, running: list[int], inflight: dict[int, dict | None],
                    where: dict[int, dict | None]) -> list[str]:

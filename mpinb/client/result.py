@@ -32,6 +32,10 @@ class CellResult:
     interrupted: bool = False
     #: where each rank still running is (mpinb.engine.stall): its cell line, a jitted call
     where: dict[int, dict | None] = dataclasses.field(default_factory=dict)
+    #: the proven deadlock that ended the cell (mpinb.analysis.deadlock.Deadlock), if any
+    deadlock: object = None
+    #: whether the engines were restarted after it (the next cell runs; their variables are gone)
+    restarted: bool = False
 
     @property
     def ok(self) -> bool:

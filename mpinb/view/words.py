@@ -135,8 +135,12 @@ def summary_line(result, max_lines: int | None = None) -> str:
 
     if by_state["failed"]:
         parts.append(f"{len(by_state['failed'])} failed ({label(by_state['failed'])})")
-    if by_state["running"]:
-        parts.append(f"{len(by_state['running'])} still running ({label(by_state['running'])})")
+    deadlocked = result.deadlock.ranks if result.deadlock is not None else []
+    if deadlocked:
+        parts.append(f"deadlock ({label(deadlocked)})")
+    running = [r for r in by_state["running"] if r not in deadlocked]
+    if running:
+        parts.append(f"{len(running)} still running ({label(running)})")
     if by_state["dead"]:
         how = "; ".join(f"rank {r} {result.dead[r]}" for r in by_state["dead"])
         parts.append(f"{len(by_state['dead'])} dead ({how})")

@@ -1,0 +1,180 @@
+"""Proving that ranks wait for each other forever, from what each one waits in.
+
+Each rank blocked in an mpinb call tells the notebook whom it waits for (ext/waits.pxi: the op,
+its source, destination, tags and root, the communicator's members as world ranks). A rank
+that left the cell will call nothing more in it. From these facts alone this module decides
+whether a set of ranks can never move on, the wait-for graph of MPI correctness checkers:
+
+* a receive needs its source to send to it with a matching tag (any member, for ANY_SOURCE);
+* a blocking send needs its destination to post a matching receive;
+* a collective needs every member of its communicator in the same collective, same root.
+
+A rank is *stuck* if one rank it needs (all it could need, for ANY_SOURCE) is stuck or left the
+cell and is not doing what it needs. The deadlocked ranks are the largest set in which every
+rank is stuck (a greatest fixed point: start from every blocked rank, drop those that a rank
+outside the set may still free, until none drops). A rank computing, sleeping or in a call
+mpinb cannot see may still free anyone: it is never part of a proof, and neither is a rank
+waiting on a communicator whose members are unknown. Pure: the caller says which ranks were
+blocked long enough and which left (mpinb.client.cell_run).
+
+    >>> ring = {r: {"op": "recv", "source": (r + 1) % 3, "recvtag": 0, "comm": [0, 1, 2]} for r in range(3)}
+    >>> prove(ring, left=set()).words()
+    'deadlock: rank 0 waits to receive from rank 1, rank 1 to receive from rank 2, rank 2 to receive from rank 0'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .grouping import label
+
+POINT_TO_POINT = ("send", "recv", "sendrecv")
+
+
+def _receiving(rec: dict) -> bool:
+    """Whether the call waits to receive (a recv, or a sendrecv whose receive is not done)."""
+    return rec["op"] == "recv" or (rec["op"] == "sendrecv" and not rec.get("received"))
+
+
+def _sending(rec: dict) -> bool:
+    """Whether the call has a send in progress (a send; a sendrecv posts its send first)."""
+    return rec["op"] in ("send", "sendrecv")
+
+
+def _same_comm(a: dict, b: dict) -> bool:
+    return a.get("comm") is not None and a.get("comm") == b.get("comm")
+
+
+def _tag_matches(wanted, sent) -> bool:
+    return wanted is None or wanted == sent
+
+
+def needs(rank: int, rec: dict) -> tuple[str, list[int]]:
+    """('all', ranks) when the call needs every one of ``ranks`` to do its part, ('any', ranks)
+    when any one of them is enough; ('none', []) when mpinb cannot tell whom it waits for."""
+    comm = rec.get("comm")
+    if comm is None:
+        return "none", []
+    others = [m for m in comm if m != rank]
+    if rec["op"] not in POINT_TO_POINT:
+        return "all", others
+    peer = rec.get("source") if _receiving(rec) else rec.get("dest")
+    if peer == "any":
+        return "any", others
+    if peer is None or peer == rank:
+        return "none", []
+    return "all", [peer]
+
+
+def does_its_part(peer_rec: dict | None, rank: int, rec: dict) -> bool:
+    """Whether what ``peer_rec`` (a blocked rank's call; None: it left the cell) is doing is what
+    ``rank``'s call ``rec`` waits for: the matching send, the matching receive, the same collective."""
+    if peer_rec is None or not _same_comm(rec, peer_rec):
+        return False
+    if rec["op"] not in POINT_TO_POINT:
+        return peer_rec["op"] == rec["op"] and peer_rec.get("root") == rec.get("root")
+    if _receiving(rec):
+        return (_sending(peer_rec) and peer_rec.get("dest") == rank
+                and _tag_matches(rec.get("recvtag"), peer_rec.get("sendtag")))
+    return (_receiving(peer_rec) and peer_rec.get("source") in (rank, "any")
+            and _tag_matches(peer_rec.get("recvtag"), rec.get("sendtag")))
+
+
+@dataclasses.dataclass
+class Deadlock:
+    """Ranks that wait forever: each one's call, the rank it waits for in vain, and the ranks
+    that left the cell among those."""
+
+    waits: dict[int, dict]          # rank -> its call (an inflight record)
+    blocker: dict[int, int]         # rank -> a rank it waits for that will never do its part
+    left: list[int]                 # ranks waited for that left the cell
+    lines: dict[int, int | None] = dataclasses.field(default_factory=dict)  # rank -> the cell's line
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self.waits)
+
+    def cycle(self) -> list[int]:
+        """A cycle of ranks each waiting for the next, from the lowest rank; [] if the waits end
+        at ranks that left the cell instead."""
+        path, r = [], min(self.waits)
+        while r in self.waits and r not in path:
+            path.append(r)
+            r = self.blocker[r]
+        return path[path.index(r):] if r in path else []
+
+    def _at(self, r: int) -> str:
+        line = self.lines.get(r)
+        return f" (line {line})" if line else ""
+
+    def _wait(self, r: int, short: bool = False) -> str:
+        """'rank 0 waits to receive from rank 1 (line 5)', 'rank 2 waits in allreduce (line 7)'."""
+        rec, peer = self.waits[r], self.blocker[r]
+        tag = _tag_words(self.waits)
+        subject = f"rank {r}" if short else f"rank {r} waits"
+        if rec["op"] not in POINT_TO_POINT:
+            root = f" (root {rec['root']})" if rec.get("root") is not None else ""
+            return f"{subject} in {rec['op']}{root}{self._at(r)}"
+        if _receiving(rec):
+            source = "any rank" if rec.get("source") == "any" else f"rank {peer}"
+            return f"{subject} to receive{tag(rec.get('recvtag'))} from {source}{self._at(r)}"
+        return f"{subject} for rank {peer} to receive its send{tag(rec.get('sendtag'))}{self._at(r)}"
+
+    def words(self) -> str:
+        """The deadlock in one sentence: the cycle, or who waits for ranks that left the cell."""
+        cycle = self.cycle()
+        if cycle:
+            return "deadlock: " + ", ".join(self._wait(r, short=i > 0 and self._same_kind(cycle))
+                                            for i, r in enumerate(cycle))
+        waiting = [r for r in self.ranks if self.blocker[r] in self.left]
+        what = "; ".join(self._wait(r) for r in waiting)
+        return f"deadlock: {what}; {label(self.left, sep=', ')} left the cell without {self._missing(waiting)}"
+
+    def _same_kind(self, ranks: list[int]) -> bool:
+        return len({self.waits[r]["op"] for r in ranks}) == 1
+
+    def _missing(self, waiting: list[int]) -> str:
+        ops = {self.waits[r]["op"] for r in waiting}
+        if ops <= set(POINT_TO_POINT):
+            return "sending it" if all(_receiving(self.waits[r]) for r in waiting) else "receiving it"
+        return "calling it" if len(ops) == 1 else "calling them"
+
+
+def _tag_words(waits: dict[int, dict]):
+    """Tags are named only where they tell something: when the point-to-point calls of the
+    deadlock use more than one."""
+    tags = set()
+    for rec in waits.values():
+        if rec["op"] in POINT_TO_POINT:
+            tags.add(rec.get("recvtag") if _receiving(rec) else rec.get("sendtag"))
+    if len(tags) < 2:
+        return lambda tag: ""
+    return lambda tag: " with any tag" if tag is None else f" with tag {tag}"
+
+
+def prove(blocked: dict[int, dict], left: set[int], lines: dict[int, int | None] | None = None) -> Deadlock | None:
+    """The ranks among ``blocked`` (rank -> the call it has been blocked in long enough) that can
+    never move on, given that the ranks in ``left`` left the cell; None when none is proven."""
+    stuck = dict(blocked)
+
+    def blocker(r: int) -> int | None:
+        kind, peers = needs(r, blocked[r])
+        gone = [m for m in peers if (m in stuck or m in left) and not does_its_part(stuck.get(m), r, blocked[r])]
+        if kind == "all":
+            return gone[0] if gone else None
+        if kind == "any" and peers and len(gone) == len(peers):
+            return gone[0]
+        return None
+
+    changed = True
+    while changed:
+        changed = False
+        for r in list(stuck):
+            if blocker(r) is None:
+                del stuck[r]
+                changed = True
+    if not stuck:
+        return None
+    blockers = {r: blocker(r) for r in stuck}
+    gone = {m for r in stuck if blockers[r] in left for m in needs(r, stuck[r])[1] if m in left}
+    return Deadlock(stuck, blockers, sorted(gone), dict(lines or {}))

@@ -1,0 +1,100 @@
+"""Deadlocks end the cell by themselves on a real 3-rank cluster, with no timeout set: the view
+says the cycle (or who left the cell without calling), the engines are restarted and the setup
+cell replayed, and the next cell runs. A rank that computes, or waits in a call mpinb cannot
+see, is never called deadlocked. The proof itself: tests/test_deadlock.py."""
+
+import pytest
+from support.topology import make_cluster
+
+from mpinb import view
+from mpinb.errors import ClusterBusy
+
+SETUP = ("import jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\n"
+         "rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()\nready = True")
+#: a safety net only: a deadlock must end the cell by itself long before
+NO_HANG = 120
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = make_cluster(3).start()
+    assert c.run_cell(SETUP, setup=True).ok
+    yield c
+    c.stop()
+
+
+@pytest.fixture(autouse=True)
+def _healthy(cluster):
+    if cluster.lost or not cluster.wait_idle(timeout=0):
+        cluster.restart()
+
+
+def usable(c):
+    """The next cell runs, and the setup cell's names are there (replayed after a restart)."""
+    res = c.run_cell("int(mpi.allreduce(jnp.int32(1), MPI.SUM)) + 0 * ready", timeout=NO_HANG)
+    assert res.ok, res.text()
+    assert res.records[0].result["repr"] == str(c.n)
+
+
+def test_a_ring_receiving_from_the_wrong_neighbour_ends_with_its_cycle(cluster):
+    cluster.run_cell("kept = 42")
+    res = cluster.run_cell("x = jnp.full(4, rank)\n"
+                           "y, _ = mpi.sendrecv(x, x, source=(rank + 1) % size, dest=(rank + 1) % size)",
+                           timeout=NO_HANG)
+    assert not res.timed_out and res.deadlock is not None, res.text()
+    said = ("deadlock: rank 0 waits to receive from rank 1 (line 2), rank 1 to receive from rank 2 (line 2), "
+            "rank 2 to receive from rank 0 (line 2)")
+    assert res.notes[0] == said, res.notes
+    assert "deadlock (ranks 0-2)" in res.summary()
+    assert said in res.text() and said in view.render_html(res)
+    assert res.restarted and "1 --setup cell replayed" in res.notes[-1], res.notes
+    usable(cluster)
+    assert not cluster.run_cell("kept").ok  # what was not a setup cell is gone, as the view said
+
+
+def test_a_collective_the_others_left_without_calling(cluster):
+    res = cluster.run_cell("if rank == 0:\n    mpi.allreduce(jnp.ones(3), MPI.SUM)", timeout=NO_HANG)
+    assert not res.timed_out, res.text()
+    assert res.notes[0] == "deadlock: rank 0 waits in allreduce (line 2); ranks 1-2 left the cell without calling it"
+    assert res.states[1] == res.states[2] == "finished"
+    usable(cluster)
+
+
+def test_two_large_blocking_sends_to_each_other(cluster):
+    """Messages too large to be sent eagerly: each send waits for a receive that never comes."""
+    code = ("big = jnp.ones(4_000_000)\n"
+            "if rank < 2:\n    mpi.send(big, dest=1 - rank, tag=rank)\n"
+            "    mpi.recv(big, source=1 - rank, tag=1 - rank)")
+    res = cluster.run_cell(code, timeout=NO_HANG)
+    assert res.notes[0] == ("deadlock: rank 0 waits for rank 1 to receive its send with tag 0 (line 3), "
+                            "rank 1 for rank 0 to receive its send with tag 1 (line 3)"), res.notes
+    usable(cluster)
+
+
+def test_keep_leaves_the_ranks_blocked_for_a_look(cluster):
+    res = cluster.run_cell("if rank != 1:\n    mpi.recv(jnp.zeros(2), source=1, tag=7)", deadlock="keep",
+                           timeout=NO_HANG)
+    assert res.notes[0] == ("deadlock: rank 0 waits to receive from rank 1 (line 2); rank 2 waits to receive "
+                            "from rank 1 (line 2); rank 1 left the cell without sending it"), res.notes
+    assert not res.restarted
+    with pytest.raises(ClusterBusy, match="ranks 0, 2 still run an earlier cell"):
+        cluster.run_cell("1")
+    cluster.restart()
+    usable(cluster)
+
+
+def test_a_rank_computing_beside_waiting_ranks_finishes_untouched(cluster):
+    res = cluster.run_cell("import time\nif rank == 0:\n    time.sleep(5)\n"
+                           "total = int(mpi.allreduce(jnp.int32(rank), MPI.SUM))", timeout=NO_HANG)
+    assert res.ok and res.deadlock is None, res.text()
+    usable(cluster)
+
+
+def test_a_wait_mpinb_cannot_see_is_never_called_a_deadlock(cluster):
+    """Rank 0 waits in mpi4py's own recv (no report of whom it waits for): a real hang, but no
+    proof; the timeout reports it."""
+    res = cluster.run_cell("if rank == 0:\n    MPI.COMM_WORLD.recv(source=1, tag=3)\nelse:\n    mpi.barrier()",
+                           timeout=8)
+    assert res.timed_out and res.deadlock is None, res.text()
+    cluster.restart()
+    usable(cluster)
