@@ -39,7 +39,7 @@ def usable(c):
 def test_a_ring_receiving_from_the_wrong_neighbour_ends_with_its_cycle(cluster):
     cluster.run_cell("kept = 42")
     res = cluster.run_cell("x = jnp.full(4, rank)\n"
-                           "y, _ = mpi.sendrecv(x, x, source=(rank + 1) % size, dest=(rank + 1) % size)",
+                           "y = mpi.sendrecv(x, x, source=(rank + 1) % size, dest=(rank + 1) % size)",
                            timeout=NO_HANG)
     assert not res.timed_out and res.deadlock is not None, res.text()
     said = ("deadlock: rank 0 waits to receive from rank 1 (line 2), rank 1 to receive from rank 2 (line 2), "
@@ -74,8 +74,9 @@ def test_two_large_blocking_sends_to_each_other(cluster):
 def test_keep_leaves_the_ranks_blocked_for_a_look(cluster):
     res = cluster.run_cell("if rank != 1:\n    mpi.recv(jnp.zeros(2), source=1, tag=7)", deadlock="keep",
                            timeout=NO_HANG)
-    assert res.notes[0] == ("deadlock: rank 0 waits to receive from rank 1 (line 2); rank 2 waits to receive "
-                            "from rank 1 (line 2); rank 1 left the cell without sending it"), res.notes
+    said = ("deadlock: rank 0 waits to receive with tag 7 from rank 1 (line 2); rank 2 waits to receive with "
+            "tag 7 from rank 1 (line 2); rank 1 left the cell without sending it")
+    assert res.notes[0] == said, res.notes
     assert not res.restarted
     with pytest.raises(ClusterBusy, match="ranks 0, 2 still run an earlier cell"):
         cluster.run_cell("1")

@@ -137,6 +137,24 @@ def test_traceback_names_functions_and_hides_mpinb_s_frames(ip):
     assert "mpinb/mpi/collectives.py" in full and "in alltoall" in full, full
 
 
+def test_an_error_jax_raised_while_transforming_shows_the_user_frames_once(ip):
+    """An error in a backward pass: JAX chains "the preceding stack trace is the source of the
+    JAX operation" (the forward frames, again) as its cause; the view folds that into one line
+    naming the operation's line, and the traceback is said once."""
+    code = ("@jax.custom_vjp\ndef h(v):\n    return v\n"
+            "h.defvjp(lambda v: (v, None), lambda res, g: 1 / 0)\n"
+            "def loss(v):\n    return h(v).sum()\n"
+            "grads = jax.grad(loss)(jnp.ones(3))")
+    ip.run_cell_magic("mpijax", "--no-hlo --no-raise", code)
+    n = ip.execution_count
+    tb = ip.user_ns["_mpijax"].records[0].error.traceback
+    assert "preceding stack trace" not in tb and "JaxStackTraceBeforeTransformation" not in tb, tb
+    assert tb.count("Traceback (most recent call last)") == 1, tb
+    assert (f"(JAX raised it while transforming the operation of Cell In[{n}], line 7, in loss; "
+            "MPINB_TRACEBACK=full shows JAX's trace)") in tb, tb
+    assert tb.rstrip().endswith("ZeroDivisionError: division by zero"), tb
+
+
 def test_a_failed_cell_ends_in_one_line_under_the_view(ip, capsys):
     """No wall of mpinb's own frames after the view: IPython shows CellFailed's one line, and the
     whole result stays in _mpijax (Run All still stops: run_cell reports the error)."""

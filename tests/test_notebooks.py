@@ -84,7 +84,7 @@ def assert_each_message_once(nb) -> int:
 
 
 @pytest.mark.parametrize("name", ["01_quickstart", "02_debugging_transpose", "03_pencil_fft", "04_jax_native",
-                                  "05_distributed_cg"])
+                                  "05_distributed_cg", "06_hangs"])
 def test_paired_sources_are_in_sync(name):
     a = jupytext.read(TWINS / f"{name}.py")
     b = jupytext.read(NOTEBOOKS / f"{name}.ipynb")
@@ -212,3 +212,30 @@ def test_distributed_cg():
     gradient = texts(cells[3])
     assert "x equals numpy: True" in gradient and "grad equals numpy: True" in gradient
     assert "jax cg equals numpy: True" in texts(cells[4]) and "jit == eager: x_jax" in texts(cells[4])
+
+
+def test_hangs():
+    """Each hang of the lesson ends by itself (no timeout is set) with its diagnosis, and its
+    fix runs in the next cell (the engines restarted, the setup cell replayed)."""
+    nb = execute("06_hangs.ipynb")
+    cells = code_cells(nb)
+    ring, ring_fixed = texts(cells[2]), texts(cells[3])
+    assert ("deadlock: rank 0 waits to receive from rank 1 (line 3), rank 1 to receive from rank 0 (line 3)"
+            in ring), ring
+    assert "1 --setup cell replayed" in ring and "CellFailed" not in ring
+    assert "rank \u27e8rank\u27e9 got" in ring_fixed or "rank 0 got 1 from rank 1" in ring_fixed, ring_fixed
+    swap, swap_fixed = texts(cells[4]), texts(cells[5])
+    assert "swapped 16 values" in swap and "swapped 4000000 values" not in swap
+    assert ("deadlock: rank 0 waits for rank 1 to receive its send (line 6), rank 1 for rank 0 to receive its "
+            "send (line 6)") in swap, swap
+    assert "swapped 4000000 values" in swap_fixed and "deadlock" not in swap_fixed
+    branch = texts(cells[6])
+    assert "deadlock: rank 0 waits in allreduce (line 3); rank 1 left the cell without calling it" in branch, branch
+    assert "total 1.0" in texts(cells[7])
+    tag = texts(cells[8])
+    assert ("deadlock: rank 1 waits to receive with tag 2 from rank 0 (line 5); rank 0 left the cell without "
+            "sending it") in tag, tag
+    assert "received [1. 1. 1.]" in texts(cells[9])
+    root = texts(cells[10])
+    assert "checked mode: ranks disagree on the collective" in root and "deadlock" not in root, root
+    assert "value 0.0" in texts(cells[11])

@@ -110,7 +110,7 @@ class Deadlock:
     def _wait(self, r: int, short: bool = False) -> str:
         """'rank 0 waits to receive from rank 1 (line 5)', 'rank 2 waits in allreduce (line 7)'."""
         rec, peer = self.waits[r], self.blocker[r]
-        tag = _tag_words(self.waits)
+        tag = _tag_words(self.waits, named=bool(self.left))
         subject = f"rank {r}" if short else f"rank {r} waits"
         if rec["op"] not in POINT_TO_POINT:
             root = f" (root {rec['root']})" if rec.get("root") is not None else ""
@@ -140,14 +140,15 @@ class Deadlock:
         return "calling it" if len(ops) == 1 else "calling them"
 
 
-def _tag_words(waits: dict[int, dict]):
+def _tag_words(waits: dict[int, dict], named: bool = False):
     """Tags are named only where they tell something: when the point-to-point calls of the
-    deadlock use more than one."""
+    deadlock use more than one, or (``named``) when the message waited for might have been sent
+    with another before its sender left the cell."""
     tags = set()
     for rec in waits.values():
         if rec["op"] in POINT_TO_POINT:
             tags.add(rec.get("recvtag") if _receiving(rec) else rec.get("sendtag"))
-    if len(tags) < 2:
+    if len(tags) < 2 and not named:
         return lambda tag: ""
     return lambda tag: " with any tag" if tag is None else f" with tag {tag}"
 

@@ -27,6 +27,10 @@ CONTEXT = 2  # lines before and after the failing line
 HIDDEN_PACKAGES = ("jax", "jaxlib", "mpinb")
 FULL_ENV = "MPINB_TRACEBACK"  # "full": keep every frame
 _CHAIN_SKIP = ("UnfilteredStackTrace",)  # JAX attaches the unfiltered trace as the cause
+#: the cause JAX attaches to an error raised while it transformed an operation (a backward pass,
+#: a lowering): the operation's own stack, said again. Folded into one line naming the user's
+#: frame, unless MPINB_TRACEBACK=full.
+_SOURCE_OF_OPERATION = "JaxStackTraceBeforeTransformation"
 
 
 def _package_dirs() -> tuple[str, ...]:
@@ -39,9 +43,13 @@ def _package_dirs() -> tuple[str, ...]:
     return tuple(dirs)
 
 
+def _full() -> bool:
+    return os.environ.get(FULL_ENV, "").lower() == "full"
+
+
 def hidden(frame, extra_files: tuple[str, ...] = ()) -> bool:
     """A frame the reader does not need: JAX's and mpinb's internals, __tracebackhide__."""
-    if os.environ.get(FULL_ENV, "").lower() == "full":
+    if _full():
         return False
     filename = frame.f_code.co_filename
     if filename in extra_files or filename.startswith(_package_dirs()):
@@ -80,11 +88,31 @@ def format_frames(tb, labels: dict[str, str], extra_hidden: tuple[str, ...] = ()
     return out
 
 
+def _operation_line(source, labels: dict[str, str], extra_hidden: tuple[str, ...]) -> str | None:
+    """'JAX raised it while transforming the operation of Cell In[5], line 3, in loss': the
+    innermost of the user's frames in JAX's stack of the operation; None without one."""
+    where, tb = None, source.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        label = labels.get(frame.f_code.co_filename)
+        if label and not hidden(frame, extra_hidden):
+            name = "" if frame.f_code.co_name == "<module>" else f", in {frame.f_code.co_name}"
+            where = f"Cell {label}, line {tb.tb_lineno}{name}"
+        tb = tb.tb_next
+    if where is None:
+        return None
+    return f"(JAX raised it while transforming the operation of {where}; {FULL_ENV}=full shows JAX's trace)"
+
+
 def format_exception(exc: BaseException, labels: dict[str, str], tb=None,
                      extra_hidden: tuple[str, ...] = ()) -> str:
     """The whole report: chained causes first (as Python prints them), then the exception."""
     parts = []
     cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    folded = None
+    if cause is not None and type(cause).__name__ == _SOURCE_OF_OPERATION and not _full():
+        folded = _operation_line(cause, labels, extra_hidden)
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
     if cause is not None and type(cause).__name__ not in _CHAIN_SKIP:
         parts.append(format_exception(cause, labels, extra_hidden=extra_hidden))
         parts.append("The above exception was the direct cause of the following exception:\n"
@@ -92,6 +120,8 @@ def format_exception(exc: BaseException, labels: dict[str, str], tb=None,
                      "During handling of the above exception, another exception occurred:\n")
     name = type(exc).__name__
     lines = [f"{name:<42}Traceback (most recent call last)"]
+    if folded:
+        lines.append(folded)
     lines += format_frames(tb if tb is not None else exc.__traceback__, labels, extra_hidden)
     if isinstance(exc, SyntaxError) and exc.filename:  # where in the source, as IPython shows it
         label = labels.get(exc.filename)
