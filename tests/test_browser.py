@@ -356,6 +356,12 @@ def test_a_copied_tutorial_reads_the_same_after_a_kernel_restart_and_its_links_o
         page.reload()
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
         page.locator(".mpinb-view .mpinb-summary").first.wait_for(timeout=60_000)
+        # JupyterLab renders a reloaded notebook's cells lazily (windowing): scroll through it
+        page.locator(".jp-Notebook .jp-Cell").first.hover()
+        deadline = time.monotonic() + 60
+        while page.locator(".mpinb-view .mpinb-summary").count() < views_run and time.monotonic() < deadline:
+            page.mouse.wheel(0, 1500)
+            page.wait_for_timeout(500)
         views_after = page.locator(".mpinb-view .mpinb-summary").count()
         broken = page.locator("text=/Error displaying widget|model not found/").count()
         page.screenshot(path=str(ARTIFACTS / "tutorial-after-restart.png"), full_page=True)

@@ -23,7 +23,7 @@ _NUMBER = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
 LOG_HEADERS = (
     # glog / absl, as XLA, TSL, gRPC and Gloo's C++ write it: "I1205 10:39:06.123456  4242 file.cc:77] ..."
     re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+(?P<src>[\w./+-]+):\d+\]\s?(?P<msg>.*)$"),
-    # Python's logging in its default format: "WARNING:absl:...", "INFO:jax._src.distributed:..."
+    # Python's logging in its default format: "WARNING:absl:...", "INFO:orbax.checkpoint:..."
     re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<src>[\w.]+):(?P<msg>.*)$"),
     # a component's name in brackets, a capital and letters only: "[Gloo] Rank 0 is connected ..."
     re.compile(r"^\[(?P<src>[A-Z][A-Za-z]+)\] (?P<msg>.*)$"),
@@ -118,7 +118,7 @@ def rank_template(texts: Mapping[int, str], hosts: Mapping[int, str] | None = No
 
 def _log_source(src: str) -> str:
     """Who logged, in a word: a source file's project ('external/xla/xla/pjrt/client.cc' ->
-    'xla'), a logger's root ('jax._src.distributed' -> 'jax'), or the tag ('Gloo')."""
+    'xla'), a logger's root ('orbax.checkpoint' -> 'orbax'), or the tag ('Gloo')."""
     if "/" in src:
         parts = [p for p in src.split("/")[:-1] if p not in ("", ".", "external")]
         return parts[0] if parts else src.rsplit("/", 1)[-1]

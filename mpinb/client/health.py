@@ -95,8 +95,12 @@ class ClusterHealth:
         text = ""
         for engine_set in list(engine_sets.values()):
             path = getattr(engine_set, "output_file", "")
-            with contextlib.suppress(OSError), open(path, errors="replace") as fh:
-                text += fh.read()
+            try:
+                with open(path, errors="replace") as fh:
+                    text += fh.read()
+            except OSError:  # gone: once the launcher ended, ipyparallel read it and removed it
+                with contextlib.suppress(Exception):
+                    text += engine_set.get_output() or ""
         return text
 
     def exit_records(self) -> dict[int, dict]:

@@ -1,0 +1,110 @@
+"""A large collective as programs call it: once per step of a Python time-step loop, between a
+jitted update of the field and other arrays of the session coming and going. Mean, median and
+worst per call (a tuning that wins the median of a tight repeat can lose the mean here), for
+raw mpi4py on the step's NumPy view with a fresh result buffer each step (the baseline, same
+run), mpinb, and mpi4jax when it is importable; and a 16 MiB-style memory copy of the same size
+as the physical floor.
+
+    mpiexec -n 2 python benchmarks/step_loop.py [--mib 1,16] [--steps 80] [--ops alltoall,allreduce]
+    MPINB_HUGE_PAGES=0 mpiexec -n 2 python benchmarks/step_loop.py   # the huge-page tuning off
+
+Each step: the field is updated by a jitted function, 1-8 MiB NumPy arrays are made and dropped,
+then each column's call runs in turn on that step's field (barrier first; the time of a call is
+the slowest rank's). The first step of each column is counted: a program pays it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from mpi4py import MPI
+
+from mpinb import mpi as mpinb_mpi
+
+try:  # optional comparison
+    import mpi4jax
+except Exception:  # noqa: BLE001 - any import failure just means "not compared"
+    mpi4jax = None
+
+COMM = MPI.COMM_WORLD
+
+
+def timed(call) -> float:
+    COMM.Barrier()
+    t0 = time.perf_counter()
+    call()
+    return COMM.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+
+
+def columns(op: str, size: int) -> dict:
+    """name -> function(field) doing one call and waiting for its result."""
+    def raw(field):
+        send = np.asarray(field)
+        recv = np.empty_like(send)
+        if op == "alltoall":
+            COMM.Alltoall(send, recv)
+        else:
+            COMM.Allreduce(send, recv, op=MPI.SUM)
+
+    if op == "alltoall":
+        ours = jax.jit(lambda x: mpinb_mpi.alltoall(x.reshape(size, -1)))
+        theirs = mpi4jax and jax.jit(lambda x: _first(mpi4jax.alltoall(x.reshape(size, -1), comm=COMM)))
+    else:
+        ours = jax.jit(lambda x: mpinb_mpi.allreduce(x, MPI.SUM))
+        theirs = mpi4jax and jax.jit(lambda x: _first(mpi4jax.allreduce(x, op=MPI.SUM, comm=COMM)))
+    out = {"raw mpi4py": raw, "mpinb": lambda f: jax.block_until_ready(ours(f))}
+    if theirs:
+        out["mpi4jax"] = lambda f: jax.block_until_ready(theirs(f))
+    return out
+
+
+def _first(result):
+    return result[0] if isinstance(result, tuple) else result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mib", default="1,16", help="message sizes in MiB (per rank)")
+    ap.add_argument("--steps", type=int, default=80)
+    ap.add_argument("--ops", default="alltoall,allreduce")
+    args = ap.parse_args()
+    size, rank = COMM.Get_size(), COMM.Get_rank()
+    rng = np.random.default_rng(rank)
+    step = jax.jit(lambda x: x * 0.5 + 1.0)
+    rows = []
+    for op in args.ops.split(","):
+        for mib in (float(m) for m in args.mib.split(",")):
+            n = int(mib * 2**20) // 4 // size * size
+            field = jnp.ones(n, jnp.float32)
+            calls = columns(op, size)
+            times = {name: [] for name in calls}
+            copies = []
+            for _ in range(args.steps):
+                field = step(field)
+                junk = [np.ones(int(rng.integers(1, 9)) << 17) for _ in range(3)]  # 1-8 MiB, dropped below
+                for name, call in calls.items():
+                    times[name].append(timed(lambda call=call, field=field: call(field)))
+                source = np.asarray(field)
+                copies.append(timed(lambda source=source: source.copy()))
+                del junk
+            base = statistics.fmean(times["raw mpi4py"])
+            for name, t in times.items():
+                rows.append((op, mib, name, statistics.fmean(t), statistics.median(t), max(t),
+                             statistics.fmean(t) / base))
+            rows.append((op, mib, "memory copy (floor)", statistics.fmean(copies), statistics.median(copies),
+                         max(copies), statistics.fmean(copies) / base))
+    if rank == 0:
+        print(f"\n{size} ranks, {args.steps} steps, per call in ms (mean / median / worst), ratio of means to raw\n")
+        print("| op | MiB | column | mean | median | worst | mean / raw |")
+        print("|---|---|---|---|---|---|---|")
+        for op, mib, name, mean, med, worst, ratio in rows:
+            print(f"| {op} | {mib:g} | {name} | {mean * 1e3:.2f} | {med * 1e3:.2f} | {worst * 1e3:.2f} | {ratio:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
