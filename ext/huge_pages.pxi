@@ -8,7 +8,8 @@
 # 6.1+, keeps the data). The heap keeps that memory (see library.tune_malloc), so the cost is
 # paid once per region: about 40 ms per 16 MiB here, then nothing. The 2 MiB pages already
 # treated are remembered in a fixed table; a process-wide time budget bounds the total cost if
-# memory keeps moving. Called with the collective lock held. MPINB_HUGE_PAGES=0 turns it off.
+# memory keeps moving. Called with the collective lock held. Off unless MPINB_HUGE_PAGES=1: in a
+# time-step loop new memory keeps arriving and calls pay the collapse (benchmarks/step_loop.py).
 
 cdef extern from "<sys/mman.h>" nogil:
     int madvise(void* addr, size_t length, int advice)

@@ -1,5 +1,6 @@
 """The compiled library: what it was built against, the MPI mismatch check, the debug log."""
 
+import ast
 import os
 import re
 import subprocess
@@ -95,6 +96,23 @@ def test_debug_log_from_environment_then_switched_off():
 
 def test_debug_log_switched_on_by_function():
     assert [(op, int(n)) for op, n, _ in _run("0", True)] == [("alltoall", 16)]
+
+
+@pytest.mark.parametrize(("value", "advised"), [(None, 0), ("1", 2)])
+def test_huge_pages_are_asked_for_only_when_chosen(value, advised):
+    """Off by default (it loses a step loop: benchmarks/step_loop.py); MPINB_HUGE_PAGES=1 advises
+    the 2 MiB pages inside a large buffer that reaches a collective."""
+    env = {k: v for k, v in os.environ.items() if k != "MPINB_HUGE_PAGES"}
+    if value is not None:
+        env["MPINB_HUGE_PAGES"] = value
+    program = ("import jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\n"
+               "mpi.allreduce(jnp.ones(2 << 20, jnp.float32), MPI.SUM).block_until_ready()\n"
+               "print(mpi.library.load().huge_pages())")
+    proc = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    said = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert said["enabled"] is bool(advised)
+    assert said["pages"] >= advised if advised else said["pages"] == 0
 
 
 def test_jax_internals_are_reached_only_through_jax_compat():

@@ -167,7 +167,8 @@ def load():
         if os.environ.get(CHECKED_ENV, "").strip() and not _off(os.environ[CHECKED_ENV]):
             ext.set_checked(True)
         tune_malloc()
-        ext.set_huge_pages(not _off(os.environ.get(HUGE_PAGES_ENV, "1")))
+        # off unless asked: it wins a tight repeat on one buffer and loses a step loop (benchmarks/step_loop.py)
+        ext.set_huge_pages(not _off(os.environ.get(HUGE_PAGES_ENV, "0")))
         _ffi = ext
         return ext
 
