@@ -85,7 +85,6 @@ class CellRun:
         self.taken_down: set[int] = set()          # dead ranks the MPI launcher ended after another's death
         self.last_liveness: float | None = None  # never checked yet
         self.deadlock = None                       # a proven deadlock (mpinb.analysis.deadlock.Deadlock)
-        self.restarted: str | None = None          # what restarting the engines after it did
         self.waits: dict[int, tuple] = {}          # rank -> (call, seconds, when the seconds last moved)
         self.left_at: dict[int, float] = {}        # rank -> when its result was first seen
         self.last_proof: float | None = None
@@ -273,7 +272,6 @@ class CellRun:
         except Exception as exc:  # noqa: BLE001 - said in the view; the cell's own result stands
             result.notes.append(f"restarting the engines after the deadlock failed ({exc}): run %mpijax restart")
             return
-        result.notes = [n for n in result.notes if "cannot be interrupted" not in n]
         result.notes.append("to free them, " + restart_words(cluster.n, cluster.start_seconds or 0.0, replayed, True))
         result.restarted = True
 
@@ -318,9 +316,13 @@ class CellRun:
                 rec = self.record(r)
                 records[r] = rec
                 states[r] = "finished" if rec.ok else "failed"
-        notes = self._job_notes([r for r, s in states.items() if s == "running"], inflight, where)
-        if self.deadlock is not None:
-            notes.insert(0, self.deadlock.words())
+        running = [r for r, s in states.items() if s == "running"]
+        if self.deadlock is not None and self.options.deadlock == "restart" and not self.dead:
+            notes = [self.deadlock.words()]  # the restart that follows frees them (free_deadlocked)
+        else:
+            notes = self._job_notes(running, inflight, where)
+            if self.deadlock is not None:
+                notes.insert(0, self.deadlock.words())
         per_rank_hlo = {r: rec.hlo for r, rec in records.items() if rec}
         finished = [r for r, state in states.items() if state == "finished"]
         warnings = hlo_mod.analyze(per_rank_hlo, finished) if any(per_rank_hlo.values()) else []
