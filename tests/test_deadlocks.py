@@ -4,36 +4,22 @@ cell replayed, and the next cell runs. A rank that computes, or waits in a call 
 see, is never called deadlocked. The proof itself: tests/test_deadlock.py."""
 
 import pytest
-from support.topology import make_cluster
+from support import three_ranks
+from support.three_ranks import NO_HANG, usable
 
 from mpinb import view
 from mpinb.errors import ClusterBusy
 
-SETUP = ("import jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\n"
-         "rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()\nready = True")
-#: a safety net only: a deadlock must end the cell by itself long before
-NO_HANG = 120
-
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = make_cluster(3).start()
-    assert c.run_cell(SETUP, setup=True).ok
-    yield c
-    c.stop()
+    yield from three_ranks.started()
 
 
 @pytest.fixture(autouse=True)
 def _healthy(cluster):
-    if cluster.lost or not cluster.wait_idle(timeout=0):
-        cluster.restart()
-
-
-def usable(c):
-    """The next cell runs, and the setup cell's names are there (replayed after a restart)."""
-    res = c.run_cell("int(mpi.allreduce(jnp.int32(1), MPI.SUM)) + 0 * ready", timeout=NO_HANG)
-    assert res.ok, res.text()
-    assert res.records[0].result["repr"] == str(c.n)
+    """Each test starts from a usable cluster, whatever the test before it left behind."""
+    three_ranks.heal(cluster)
 
 
 def test_a_ring_receiving_from_the_wrong_neighbour_ends_with_its_cycle(cluster):

@@ -13,6 +13,8 @@ import time
 
 import psutil
 import pytest
+from support import three_ranks
+from support.three_ranks import NO_HANG, usable
 from support.topology import OTHER_HOST, SLURM, make_cluster
 from support.waiting import OnOutput, inside, press_stop
 
@@ -21,34 +23,20 @@ from mpinb.client.cell_run import DEFAULT_GRACE
 from mpinb.errors import ClusterBusy, ClusterError, ClusterLost
 from mpinb.launch.mpi_impl import find_launcher, loaded_mpi
 
-SETUP = ("import jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\n"
-         "rank = MPI.COMM_WORLD.Get_rank()\nready = True")
 #: Margin on the bounds that are the feature itself (fail fast after the grace period, a
 #: timeout fires, a death is reported): generous enough for a loaded 2-core machine.
 SLACK = 10.0
-#: A cell that should end by itself (an error on every rank, not a hang) gets this long.
-NO_HANG = 120
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = make_cluster(3).start()
-    assert c.run_cell(SETUP, setup=True).ok
-    yield c
-    c.stop()
+    yield from three_ranks.started()
 
 
 @pytest.fixture(autouse=True)
 def _healthy(cluster):
     """Each test starts from a usable cluster, whatever the test before it left behind."""
-    if cluster.lost or not cluster.wait_idle(timeout=0):
-        cluster.restart()
-
-
-def usable(c):
-    res = c.run_cell("int(mpi.allreduce(jnp.int32(1), MPI.SUM)) + 0 * ready", timeout=NO_HANG)
-    assert res.ok, res.text()
-    assert res.records[0].result["repr"] == str(c.n)
+    three_ranks.heal(cluster)
 
 
 def timed(fn):
