@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..optable import POINT_TO_POINT  # the op table's own list: send, recv, sendrecv
 from .grouping import label
-
-POINT_TO_POINT = ("send", "recv", "sendrecv")
 
 
 def _receiving(rec: dict) -> bool:
