@@ -35,7 +35,7 @@ from mpi4py.libmpi cimport (
     MPI_KEYVAL_INVALID, MPI_Comm_get_attr, MPI_Comm_set_attr, MPI_Comm_create_keyval,
     MPI_COMM_NULL_COPY_FN, MPI_Comm_delete_attr_function, MPI_Group, MPI_Comm_group,
     MPI_Group_free, MPI_Group_translate_ranks, MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN,
-    MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR,
+    MPI_Query_thread, MPI_THREAD_MULTIPLE, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR,
 )
 from xla_ffi cimport *
 
@@ -117,6 +117,7 @@ cdef int begin(XLA_FFI_CallFrame* f, Call* c, int opcode, int ndata_args,
     cdef int rc
     memset(c, 0, sizeof(Call))
     c.f = f
+    c.api = f.api
     c.opcode = opcode
     c.rank = g_world_rank
     if answer_metadata(f):
@@ -161,7 +162,8 @@ cdef int enter(Call* c, int64_t nbytes, int peer) noexcept nogil:
     cdef int check = op_check(c.opcode)
     pthread_mutex_lock(&g_lock)
     c.locked = True
-    prefer_huge_pages_all(c)
+    if c.f != NULL:  # an asynchronous call did this before the hand-off (ext/overlap.pxi)
+        prefer_huge_pages_all(c)
     c.nbytes = nbytes
     g_calls += 1
     g_inflight.opcode = c.opcode
@@ -171,7 +173,7 @@ cdef int enter(Call* c, int64_t nbytes, int peer) noexcept nogil:
     g_inflight.t0 = c.t0
     record_waits(c)
     g_inflight.active = 1
-    if g_checked and check != CHECK_NOTHING:
+    if g_checked and check != CHECK_NOTHING and c.f != NULL:
         return check_agreement(c, checked_buffer(c), check == CHECK_TRAILING,
                                c.root if op_attributes(c.opcode) & ATTR_ROOT else -1)
     return 0
@@ -280,6 +282,7 @@ cdef inline void* send_ptr(const XLA_FFI_Buffer* x, const XLA_FFI_Buffer* y) noe
 
 include "waits.pxi"
 include "in_place.pxi"
+include "overlap.pxi"
 include "handlers.pxi"
 
 
@@ -374,6 +377,25 @@ def huge_pages():
     "collapsed", "collapse_failed" (of those), "budget_s" (collapse time left)}."""
     return {"enabled": bool(g_huge_on), "collapse": bool(g_collapse_on), "pages": g_huge_pages,
             "collapsed": g_collapsed, "collapse_failed": g_collapse_failed, "budget_s": g_huge_budget}
+
+
+def set_overlap(bint enabled):
+    """Overlap: sendrecv returns to XLA at once and its transfer runs on a progress thread
+    (ext/overlap.pxi). Needs MPI_THREAD_MULTIPLE; without it this raises RuntimeError."""
+    global g_overlap
+    cdef int provided = 0
+    if enabled:
+        MPI_Query_thread(&provided)
+        if provided != MPI_THREAD_MULTIPLE:
+            raise RuntimeError("mpinb: overlap needs MPI initialised with MPI_THREAD_MULTIPLE "
+                               "(mpi4py's default, mpi4py.rc.thread_level = 'multiple')")
+    g_overlap = 1 if enabled else 0
+
+
+def overlap():
+    """{"enabled", "calls" (handed to the progress thread so far), "failed" (the thread could
+    not be started: calls run blocking)}."""
+    return {"enabled": bool(g_overlap), "calls": g_overlapped, "failed": bool(g_overlap_failed)}
 
 
 def get_checked():

@@ -7,7 +7,8 @@ cdef enum:
     MSG_LEN = 640
 
 cdef struct Call:
-    XLA_FFI_CallFrame* f
+    XLA_FFI_CallFrame* f        # NULL once an asynchronous call was handed off (ext/overlap.pxi)
+    const XLA_FFI_Api* api      # what makes errors and futures, valid for the whole process
     int opcode
     MPI_Comm comm
     MPI_Op op
@@ -33,21 +34,21 @@ cdef struct Call:
     XLA_FFI_Error* err
 
 
-cdef inline XLA_FFI_Error* make_error(XLA_FFI_CallFrame* f, XLA_FFI_Error_Code code,
+cdef inline XLA_FFI_Error* make_error(const XLA_FFI_Api* api, XLA_FFI_Error_Code code,
                                       const char* msg) noexcept nogil:
     cdef XLA_FFI_Error_Create_Args args
     args.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE
     args.extension_start = NULL
     args.message = msg
     args.errc = code
-    return f.api.XLA_FFI_Error_Create(&args)
+    return api.XLA_FFI_Error_Create(&args)
 
 
 cdef int fail(Call* c, XLA_FFI_Error_Code code, const char* what) noexcept nogil:
     """Record an error "mpinb.<op>: rank R: <what>" on the call; always returns 1."""
     cdef char msg[MSG_LEN]
     snprintf(msg, MSG_LEN, b"mpinb.%s: rank %d: %s", op_name(c.opcode), c.rank, what)
-    c.err = make_error(c.f, code, msg)
+    c.err = make_error(c.api, code, msg)
     return 1
 
 

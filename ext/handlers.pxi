@@ -238,38 +238,30 @@ cdef XLA_FFI_Error* h_recv(XLA_FFI_CallFrame* f) noexcept nogil:
 
 cdef XLA_FFI_Error* h_sendrecv(XLA_FFI_CallFrame* f) noexcept nogil:
     cdef Call c
-    cdef MPI_Datatype ts, tr
-    cdef int64_t ws, wr
-    cdef int ns, nr
+    cdef Transfer t
+    cdef int64_t ws
+    cdef MPI_Status own
     if begin(f, &c, OP_SENDRECV, 1, 1):
         return c.err
     cdef XLA_FFI_Buffer* x = arg(&c, 0)
     cdef XLA_FFI_Buffer* y = ret(&c, 0)
     if check_rank_arg(&c, b"dest", c.dest, False) or check_rank_arg(&c, b"source", c.source, True):
         return c.err
-    if mpi_type(&c, x, False, &ts, &ws) or int_count(&c, nelems(x), &ns):
+    if mpi_type(&c, x, False, &t.ts, &ws) or int_count(&c, nelems(x), &t.ns):
         return c.err
-    if mpi_type(&c, y, False, &tr, &wr) or int_count(&c, nelems(y), &nr):
+    if mpi_type(&c, y, False, &t.tr, &t.wr) or int_count(&c, nelems(y), &t.nr):
         return c.err
-    cdef MPI_Status own
-    cdef MPI_Status* status = <MPI_Status*><intptr_t>c.status_addr
-    if status == NULL:
-        status = &own
+    t.send = x.data
+    t.recv = y.data
+    t.status = <MPI_Status*><intptr_t>c.status_addr
+    c.nbytes = t.ns * ws + t.nr * t.wr
     if c.source == MPI_PROC_NULL:
-        memset(y.data, 0, nr * wr)
-    if enter(&c, ns * ws + nr * wr, <int>c.dest):
-        return finish(&c, MPI_SUCCESS, NULL)
-    # MPI_Sendrecv, with the receive that never truncates (matched_recv)
-    cdef MPI_Request sending
-    cdef int rc = MPI_Isend(x.data, ns, ts, <int>c.dest, <int>c.sendtag, c.comm, &sending)
-    cdef int sent
-    if rc == MPI_SUCCESS:
-        rc = matched_recv(&c, y.data, nr, tr, wr, <int>c.source, <int>c.recvtag, status)
-        g_inflight.received = 1
-        sent = MPI_Wait(&sending, MPI_STATUS_IGNORE)  # always: MPI reads the operand until then
-        rc = rc if rc != MPI_SUCCESS else sent
-    finish(&c, rc, b"MPI_Sendrecv")
-    return check_received(&c, status, tr, nr)
+        memset(y.data, 0, t.nr * t.wr)
+    if hand_off(&c, &t):  # overlap on: the progress thread runs it (ext/overlap.pxi)
+        return NULL
+    if t.status == NULL:
+        t.status = &own
+    return sendrecv_run(&c, &t)
 
 
 cdef XLA_FFI_Error* h_barrier(XLA_FFI_CallFrame* f) noexcept nogil:

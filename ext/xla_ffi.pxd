@@ -105,8 +105,42 @@ cdef extern from "xla_ffi_c.h" nogil:  # xla/ffi/api/c_api.h, see there
         XLA_FFI_ByteSpan** names
         void** attrs
 
+    ctypedef struct XLA_FFI_Error_Destroy_Args:
+        size_t struct_size
+        XLA_FFI_Extension_Base* extension_start
+        XLA_FFI_Error* error
+    enum: XLA_FFI_Error_Destroy_Args_STRUCT_SIZE
+
+    # an asynchronous handler's result (ext/overlap.pxi)
+    ctypedef struct XLA_FFI_Future:
+        pass
+
+    ctypedef struct XLA_FFI_Future_Create_Args:
+        size_t struct_size
+        XLA_FFI_Extension_Base* extension_start
+        XLA_FFI_Future* future
+    enum: XLA_FFI_Future_Create_Args_STRUCT_SIZE
+
+    ctypedef struct XLA_FFI_Future_SetAvailable_Args:
+        size_t struct_size
+        XLA_FFI_Extension_Base* extension_start
+        XLA_FFI_Future* future
+    enum: XLA_FFI_Future_SetAvailable_Args_STRUCT_SIZE
+
+    ctypedef struct XLA_FFI_Future_SetError_Args:
+        size_t struct_size
+        XLA_FFI_Extension_Base* extension_start
+        XLA_FFI_Future* future
+        XLA_FFI_Error* error
+    enum: XLA_FFI_Future_SetError_Args_STRUCT_SIZE
+
     ctypedef struct XLA_FFI_Api:
+        size_t struct_size
         XLA_FFI_Error* (*XLA_FFI_Error_Create)(XLA_FFI_Error_Create_Args* args) noexcept nogil
+        void (*XLA_FFI_Error_Destroy)(XLA_FFI_Error_Destroy_Args* args) noexcept nogil
+        XLA_FFI_Error* (*XLA_FFI_Future_Create)(XLA_FFI_Future_Create_Args* args) noexcept nogil
+        XLA_FFI_Error* (*XLA_FFI_Future_SetAvailable)(XLA_FFI_Future_SetAvailable_Args* args) noexcept nogil
+        XLA_FFI_Error* (*XLA_FFI_Future_SetError)(XLA_FFI_Future_SetError_Args* args) noexcept nogil
 
     ctypedef struct XLA_FFI_CallFrame:
         size_t struct_size
@@ -116,6 +150,7 @@ cdef extern from "xla_ffi_c.h" nogil:  # xla/ffi/api/c_api.h, see there
         XLA_FFI_Args args
         XLA_FFI_Rets rets
         XLA_FFI_Attrs attrs
+        XLA_FFI_Future* future   # out: set by an asynchronous handler
 
     ctypedef uint32_t XLA_FFI_Handler_Traits
 

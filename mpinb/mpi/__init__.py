@@ -34,7 +34,17 @@ from .collectives import (  # noqa: E402
     scan,
     scatter,
 )
-from .library import build_info, counters, get_checked, get_debug, inflight, set_checked, set_debug  # noqa: E402
+from .library import (  # noqa: E402
+    build_info,
+    counters,
+    get_checked,
+    get_debug,
+    get_overlap,
+    inflight,
+    set_checked,
+    set_debug,
+    set_overlap,
+)
 from .point_to_point import recv, send, sendrecv  # noqa: E402
 from .validation import REDUCTION_DTYPES, SUPPORTED_DTYPES, default_comm  # noqa: E402
 
@@ -54,6 +64,7 @@ __all__ = [
     "gather",
     "get_checked",
     "get_debug",
+    "get_overlap",
     "has_cuda_support",
     "has_sycl_support",
     "inflight",
@@ -66,4 +77,5 @@ __all__ = [
     "sendrecv",
     "set_checked",
     "set_debug",
+    "set_overlap",
 ]

@@ -26,6 +26,7 @@ DEBUG_ENV = "MPINB_DEBUG"
 CHECKED_ENV = "MPINB_CHECKED"
 MALLOC_ENV = "MPINB_MALLOC_TUNING"
 HUGE_PAGES_ENV = "MPINB_HUGE_PAGES"
+OVERLAP_ENV = "MPINB_OVERLAP"
 
 # glibc mallopt parameters (malloc.h)
 _M_TRIM_THRESHOLD = -1
@@ -169,6 +170,8 @@ def load():
         tune_malloc()
         # off unless asked: it wins a tight repeat on one buffer and loses a step loop (benchmarks/step_loop.py)
         ext.set_huge_pages(not _off(os.environ.get(HUGE_PAGES_ENV, "0")))
+        if not _off(os.environ.get(OVERLAP_ENV, "0")):
+            ext.set_overlap(True)  # a RuntimeError naming the thread level when it cannot
         _ffi = ext
         return ext
 
@@ -189,6 +192,20 @@ def set_checked(enabled: bool = True) -> None:
     (``MPINB_CHECKED=1`` turns it on), on by default on %%mpijax engines. Every rank must use
     the same setting."""
     load().set_checked(bool(enabled))
+
+
+def set_overlap(enabled: bool = True) -> None:
+    """Overlap: ``sendrecv`` hands its transfer to a progress thread and returns to XLA at once,
+    so that computation that does not need the received data (a stencil's interior) runs while
+    the messages travel; what needs them waits for them. Results are the same either way. Off by
+    default (``MPINB_OVERLAP=1`` turns it on at import): it gains only where a core is free for
+    the transfer or a peer is late (benchmarks/overlap.py). Not used in checked mode. Needs MPI
+    initialised with MPI_THREAD_MULTIPLE (mpi4py's default); RuntimeError otherwise."""
+    load().set_overlap(bool(enabled))
+
+
+def get_overlap() -> bool:
+    return load().overlap()["enabled"]
 
 
 def get_checked() -> bool:
