@@ -124,8 +124,10 @@ class CellRun:
         self.t0 = time.perf_counter()
         participants = tuple(targets) if len(targets) < cluster.n else None
         options = dataclasses.replace(self.options, hlo=self.options.hlo and cluster.hlo)  # none captured: none asked
-        self.pending = {r: cluster.client[r].apply_async(execute_cell, self.code, options, participants)
-                        for r in targets}
+        # one request for all ranks (each apply costs ~0.7 ms here), then one result per rank
+        sent = cluster.client[list(targets)].apply_async(execute_cell, self.code, options, participants)
+        self.pending = {r: cluster.client.get_result(msg_id, block=False, owner=True)
+                        for r, msg_id in zip(targets, sent.msg_ids, strict=True)}
         cluster.watch(self.pending)
         self.seen = {(r, s): 0 for r in targets for s in ("stdout", "stderr")}
 
