@@ -9,10 +9,11 @@
 # the future. Program order between mpinb's calls is kept by the ordering buffer: the next call
 # depends on this one's result, so XLA does not start it before the future is set.
 #
-# Off by default: what it gains depends on spare cores (the progress thread and the computation
-# share them); benchmarks/overlap.py measures a halo-exchange step both ways. Never used in
-# checked mode (its agreement reads the call frame, which XLA may reuse after the handler
-# returns), nor without MPI_THREAD_MULTIPLE (the progress thread calls MPI beside the caller).
+# Off by default: on XLA:CPU it gains little (benchmarks/overlap.py measures a halo-exchange step
+# both ways; README, Performance). Never used in checked mode (its agreement reads the call frame,
+# which XLA may reuse after the handler returns), nor with huge pages on (their table is kept
+# under the collective lock, which the handler does not hold), nor without MPI_THREAD_MULTIPLE
+# (the progress thread calls MPI beside the caller).
 # After the hand-off nothing reads the call frame: the job holds copies of what it needs, and
 # XLA keeps the buffers alive until the future is set.
 
@@ -150,7 +151,7 @@ cdef bint hand_off(Call* c, Transfer* t) noexcept nogil:
     """Queue the transfer for the progress thread and give XLA a future for it. False (nothing
     queued) when overlap is off or not possible: the caller runs the transfer itself."""
     global g_overlap_failed, g_overlapped, g_queue_head, g_queue_tail
-    if not g_overlap or g_overlap_failed or g_checked:
+    if not g_overlap or g_overlap_failed or g_checked or g_huge_on:
         return False
     cdef bint started
     pthread_mutex_lock(&g_queue_lock)
@@ -166,7 +167,6 @@ cdef bint hand_off(Call* c, Transfer* t) noexcept nogil:
     if job.future == NULL:
         free(job)
         return False
-    prefer_huge_pages_all(c)  # reads the frame: before the hand-off
     job.c = c[0]
     job.c.f = NULL
     job.t = t[0]

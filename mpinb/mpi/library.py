@@ -198,8 +198,8 @@ def set_overlap(enabled: bool = True) -> None:
     """Overlap: ``sendrecv`` hands its transfer to a progress thread and returns to XLA at once,
     so that computation that does not need the received data (a stencil's interior) runs while
     the messages travel; what needs them waits for them. Results are the same either way. Off by
-    default (``MPINB_OVERLAP=1`` turns it on at import): it gains only where a core is free for
-    the transfer or a peer is late (benchmarks/overlap.py). Not used in checked mode. Needs MPI
+    default (``MPINB_OVERLAP=1`` turns it on at import): on XLA:CPU it gained nothing reliable
+    (benchmarks/overlap.py). Not used in checked mode nor with huge pages on. Needs MPI
     initialised with MPI_THREAD_MULTIPLE (mpi4py's default); RuntimeError otherwise."""
     load().set_overlap(bool(enabled))
 

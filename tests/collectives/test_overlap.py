@@ -108,6 +108,23 @@ def test_an_error_reaches_the_caller_through_the_future_and_the_next_call_works(
     np.testing.assert_array_equal(again, np.arange(4))
 
 
+def test_with_huge_pages_on_sendrecv_runs_blocking(world, overlap):
+    from mpinb.mpi import library
+
+    rank, size = world
+    ext = library.load()
+    was = ext.huge_pages()["enabled"]
+    ext.set_huge_pages(True)
+    try:
+        before = handed_off()
+        f = jax.jit(lambda x: mpi.sendrecv(x, x, source=(rank - 1) % size, dest=(rank + 1) % size))
+        got = np.asarray(f(jnp.arange(3.0) * (rank + 1)))
+        assert handed_off() == before
+    finally:
+        ext.set_huge_pages(was)
+    np.testing.assert_array_equal(got, np.arange(3.0) * ((rank - 1) % size + 1))
+
+
 def test_checked_mode_runs_sendrecv_blocking(world, overlap):
     rank, size = world
     was = mpi.get_checked()
