@@ -162,7 +162,7 @@ cdef int enter(Call* c, int64_t nbytes, int peer) noexcept nogil:
     cdef int check = op_check(c.opcode)
     pthread_mutex_lock(&g_lock)
     c.locked = True
-    if c.f != NULL:  # an asynchronous call did this before the hand-off (ext/overlap.pxi)
+    if c.f != NULL:  # a handed-off call has no frame (ext/overlap.pxi: only with huge pages off)
         prefer_huge_pages_all(c)
     c.nbytes = nbytes
     g_calls += 1
@@ -389,13 +389,14 @@ def set_overlap(bint enabled):
         if provided != MPI_THREAD_MULTIPLE:
             raise RuntimeError("mpinb: overlap needs MPI initialised with MPI_THREAD_MULTIPLE "
                                "(mpi4py's default, mpi4py.rc.thread_level = 'multiple')")
+        if start_progress_thread():
+            raise RuntimeError("mpinb: overlap: the progress thread could not be started")
     g_overlap = 1 if enabled else 0
 
 
 def overlap():
-    """{"enabled", "calls" (handed to the progress thread so far), "failed" (the thread could
-    not be started: calls run blocking)}."""
-    return {"enabled": bool(g_overlap), "calls": g_overlapped, "failed": bool(g_overlap_failed)}
+    """{"enabled", "calls" (handed to the progress thread so far)}."""
+    return {"enabled": bool(g_overlap), "calls": g_overlapped}
 
 
 def get_checked():

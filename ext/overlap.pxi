@@ -45,8 +45,7 @@ cdef struct Job:
     XLA_FFI_Future* future
     Job* next
 
-cdef int g_overlap = 0               # set_overlap()
-cdef int g_overlap_failed = 0        # the progress thread could not be started: blocking calls
+cdef int g_overlap = 0               # set_overlap(), which starts the progress thread first
 cdef int64_t g_overlapped = 0        # calls handed to the progress thread
 cdef pthread_mutex_t g_queue_lock
 cdef pthread_cond_t g_queue_ready
@@ -121,7 +120,7 @@ cdef void* progress_thread(void* unused) noexcept nogil:
 
 
 cdef int start_progress_thread() noexcept nogil:
-    """Once per process (under g_queue_lock). 0 on success."""
+    """Once per process (set_overlap, with the GIL held). 0 on success."""
     global g_worker_started
     cdef pthread_t thread
     if g_worker_started:
@@ -150,15 +149,8 @@ cdef XLA_FFI_Future* new_future(const XLA_FFI_Api* api) noexcept nogil:
 cdef bint hand_off(Call* c, Transfer* t) noexcept nogil:
     """Queue the transfer for the progress thread and give XLA a future for it. False (nothing
     queued) when overlap is off or not possible: the caller runs the transfer itself."""
-    global g_overlap_failed, g_overlapped, g_queue_head, g_queue_tail
-    if not g_overlap or g_overlap_failed or g_checked or g_huge_on:
-        return False
-    cdef bint started
-    pthread_mutex_lock(&g_queue_lock)
-    started = start_progress_thread() == 0
-    pthread_mutex_unlock(&g_queue_lock)
-    if not started:
-        g_overlap_failed = 1
+    global g_overlapped, g_queue_head, g_queue_tail
+    if not g_overlap or g_checked or g_huge_on:
         return False
     cdef Job* job = <Job*>malloc(sizeof(Job))
     if job == NULL:
