@@ -141,8 +141,9 @@ class MPICluster(ClusterHealth):
         self.started_at: float | None = None
         self.start_seconds: float | None = None
         self.setup_cells: list[str] = []
-        self.outstanding: dict = {}       # rank -> AsyncResult of a cell that has not finished
-        self._watched: dict = {}          # rank -> AsyncResult of the cell being run (its status)
+        self.outstanding: dict = {}       # rank -> RankTask of a cell that has not finished
+        self._watched: dict = {}          # rank -> RankTask of the cell being run (its status)
+        self._views: dict = {}            # ranks -> DirectView of them (made once per client)
         self.lost: str | None = None      # why the MPI job is gone, once it is
         self._own_cluster_id = False      # the id was made here (a restart makes a new one)
 
@@ -399,6 +400,15 @@ class MPICluster(ClusterHealth):
         if busy:
             raise ClusterBusy(busy_words(sorted(busy), {r: self.inflight(r) for r in busy},
                                          {r: self.where(r) for r in busy}, len(self.setup_cells)))
+
+    def rank_view(self, ranks) -> object:
+        """An ipyparallel DirectView of ``ranks`` (engine ids are the MPI ranks), made once per
+        client and set of ranks: making one costs about as much as sending a cell."""
+        key = tuple(ranks)
+        view = self._views.get(key)
+        if view is None or view.client is not self.client:
+            view = self._views[key] = self.client[list(key)]
+        return view
 
     def begin_cell(self) -> None:
         """Forget the ranks of earlier cells: ensure_ready found them all finished."""

@@ -119,7 +119,7 @@ class ClusterHealth:
         return {rank: records[rank]["description"] if rank in records else "process ended" for rank in gone}
 
     def watch(self, results: dict) -> None:
-        """The AsyncResults of the cell being submitted, by rank: where ``inflight`` reads."""
+        """The RankTasks of the cell being submitted, by rank: where ``inflight`` reads."""
         self._watched = dict(results)
 
     def inflight(self, rank: int) -> dict | None:
