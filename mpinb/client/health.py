@@ -35,6 +35,37 @@ class ClusterHealth:
     outstanding: dict
     _watched: dict
 
+    def status(self) -> dict:
+        """The cluster at a glance (what ``%mpijax status`` shows): launcher, ranks blocked in an
+        earlier cell, how JAX runs, engines, PIDs, hosts, uptime, setup cells."""
+        if not self.running:
+            return {"running": False, "n": self.n}
+        return {
+            "running": True,
+            "launcher": self.launcher + (f" ({self.slurm_mode})" if self.slurm_mode else ""),
+            "lost": self.lost,
+            "blocked_ranks": sorted(r for r, ar in self.outstanding.items() if not ar.ready()),
+            "checked": self.checked,
+            "jax": self._jax_runtime(),
+            "n": self.n,
+            "engines": list(self.client.ids),
+            "uptime_s": round(time.time() - (self.started_at or time.time()), 1),
+            "start_s": round(self.start_seconds or 0.0, 2),
+            "hlo_capture": all(e.get("hlo_capture") for e in self.engines),
+            "pids": [e["pid"] for e in self.engines],
+            "hosts": sorted({e["host"] for e in self.engines}),
+            "setup_cells": len(self.setup_cells),
+        }
+
+    def _jax_runtime(self) -> str:
+        """How JAX runs on the engines, as the engines said at setup."""
+        first = self.engines[0] if self.engines else {}
+        devices = len(first.get("devices", ())) or first.get("local_devices", 1)
+        each = f"{devices} {first.get('platform', 'cpu').upper()} device{'s' if devices != 1 else ''} each"
+        if self.jax_distributed:
+            return f"jax.distributed: {first.get('jax_processes')} processes, {each}"
+        return f"one process per rank, {each}"
+
     def interrupt(self, ranks=None) -> None:
         """SIGINT the engines (the notebook's stop button). A rank in Python stops with
         KeyboardInterrupt; a rank blocked inside MPI stays blocked (see inflight)."""
