@@ -269,6 +269,31 @@ def test_allreduce_in_place_keeps_a_live_operand_and_reuses_a_donated_one(world)
     assert "mpinb_allreduce" in donated.lower(x).compile().as_text()
 
 
+def _custom_call_line(fn, x, target: str) -> str:
+    text = fn.lower(x).compile().as_text()
+    return next(line for line in text.splitlines() if target in line and "custom-call(" in line)
+
+
+def test_a_kept_argument_is_reduced_out_of_place_instead_of_copied(world):
+    """XLA copies an argument the caller keeps to let the result share its buffer: a copy
+    that costs more than the in-place call saves. So only a donated argument or an intermediate
+    shares its buffer with allreduce's result; a kept argument is reduced out of place."""
+    rank, size = world
+    x = jnp.asarray(make((4096,), np.float64, rank))
+    want = np.sum([make((4096,), np.float64, r) for r in range(size)], axis=0)
+    kept = jax.jit(lambda v: mpi.allreduce(v, MPI.SUM))
+    donated = jax.jit(lambda v: mpi.allreduce(v, MPI.SUM), donate_argnums=0)
+    intermediate = jax.jit(lambda v: mpi.allreduce(v * 2.0, MPI.SUM))
+    assert "output_to_operand_aliasing" not in _custom_call_line(kept, x, "mpinb_allreduce")
+    assert " copy(" not in kept.lower(x).compile().as_text()
+    assert "output_to_operand_aliasing" in _custom_call_line(donated, x, "mpinb_allreduce")
+    assert "output_to_operand_aliasing" in _custom_call_line(intermediate, x, "mpinb_allreduce")
+    assert_same(kept(x), want)
+    assert_same(intermediate(x), 2.0 * want)
+    assert_same(donated(jnp.asarray(make((4096,), np.float64, rank))), want)
+    assert_same(x, make((4096,), np.float64, rank))
+
+
 @pytest.mark.parametrize("iterations", [1, 3])
 def test_alltoall_in_a_loop_shares_the_carry_buffer(world, iterations):
     """Inside a loop body a large alltoall writes its result into the carry's own buffer
