@@ -1,4 +1,5 @@
-"""Build of the private extension ``mpinb._ffi`` from the Cython sources in ``ext/``.
+"""Build of the private extension ``mpinb._ffi`` from the Cython sources in ``ext/``, and of the
+MPI watch ``mpinb._mpi_watch`` from ``ext/mpi_watch.c``.
 
 Which MPI is used:
   * ``MPINB_MPICC=/path/to/mpicc`` (environment) names the MPI compiler wrapper explicitly;
@@ -126,7 +127,19 @@ def extensions():
         define_macros=[("MPINB_BUILD_MPICC", '"{}"'.format(mpicc.replace('"', ""))),
                        ("MPINB_BUILD_JAXLIB", f'"{jaxlib_version}"')],
     )
-    return cythonize([ext], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False})
+    # The MPI watch (ext/mpi_watch.c): a library of the MPI profiling interface the engines load
+    # before mpi4py, not a Python module (mpinb/engine/mpi_watch.py loads it with ctypes).
+    watch = Extension(
+        "mpinb._mpi_watch",
+        sources=["ext/mpi_watch.c"],
+        include_dirs=inc,
+        library_dirs=libdirs,
+        libraries=libs,
+        runtime_library_dirs=rpaths,
+        extra_compile_args=["-O2"],
+    )
+    return [*cythonize([ext], language_level=3, compiler_directives={"boundscheck": False, "wraparound": False}),
+            watch]
 
 
 setup(ext_modules=extensions())

@@ -1,7 +1,8 @@
 """Deadlocks end the cell by themselves on a real 3-rank cluster, with no timeout set: the view
 says the cycle (or who left the cell without calling), the engines are restarted and the setup
-cell replayed, and the next cell runs. A rank that computes, or waits in a call mpinb cannot
-see, is never called deadlocked. The proof itself: tests/test_deadlock.py."""
+cell replayed, and the next cell runs; mpinb's collectives and mpi4py's own calls alike. A rank
+that computes, or waits in a call mpinb cannot see, is never called deadlocked. The proof
+itself: tests/test_deadlock.py."""
 
 import pytest
 from support import three_ranks
@@ -78,10 +79,43 @@ def test_a_rank_computing_beside_waiting_ranks_finishes_untouched(cluster):
 
 
 def test_a_wait_mpinb_cannot_see_is_never_called_a_deadlock(cluster):
-    """Rank 0 waits in mpi4py's own recv (no report of whom it waits for): a real hang, but no
-    proof; the timeout reports it."""
-    res = cluster.run_cell("if rank == 0:\n    MPI.COMM_WORLD.recv(source=1, tag=3)\nelse:\n    mpi.barrier()",
+    """Rank 0 waits for a nonblocking receive (MPI_Wait: the MPI watch does not say whom it waits
+    for): a real hang, but no proof; the timeout reports it."""
+    res = cluster.run_cell("if rank == 0:\n    MPI.COMM_WORLD.irecv(source=1, tag=3).wait()\nelse:\n    mpi.barrier()",
                            timeout=8)
     assert res.timed_out and res.deadlock is None, res.text()
     cluster.restart()
     usable(cluster)
+
+
+def test_a_ring_of_mpi4py_receives_ends_with_its_cycle(cluster):
+    """mpi4py's own calls are in the wait-for graph too (the MPI watch, ext/mpi_watch.c)."""
+    res = cluster.run_cell("got = MPI.COMM_WORLD.recv(source=(rank + 1) % size)", timeout=NO_HANG)
+    assert not res.timed_out and res.deadlock is not None, res.text()
+    assert res.notes[0] == ("deadlock: rank 0 waits to receive from rank 1 (line 1), rank 1 to receive from "
+                            "rank 2 (line 1), rank 2 to receive from rank 0 (line 1)"), res.notes
+    assert all(res.inflight[r]["function"] == "MPI_Mprobe" for r in range(3)), res.inflight
+    assert "blocked in MPI_Mprobe (0 B, peer 1" in res.text(), res.text()
+    usable(cluster)
+
+
+def test_mpi4py_s_receive_against_mpinb_s_barrier(cluster):
+    """Rank 0 waits in mpi4py's recv for rank 1, which waits in mpinb's barrier for rank 0."""
+    res = cluster.run_cell("if rank == 0:\n    MPI.COMM_WORLD.recv(source=1, tag=3)\nelse:\n    mpi.barrier()",
+                           timeout=NO_HANG)
+    assert not res.timed_out, res.text()
+    assert res.notes[0] == "deadlock: rank 0 waits to receive from rank 1 (line 2), rank 1 waits in barrier (line 4)"
+    usable(cluster)
+
+
+def test_an_mpi4py_barrier_the_others_left_without_calling(cluster):
+    res = cluster.run_cell("if rank == 2:\n    MPI.COMM_WORLD.Barrier()", timeout=NO_HANG)
+    assert res.notes[0] == "deadlock: rank 2 waits in barrier (line 2); ranks 0-1 left the cell without calling it"
+    usable(cluster)
+
+
+def test_an_mpi4py_bcast_beside_a_computing_root_finishes_untouched(cluster):
+    res = cluster.run_cell("import time\nif rank == 0:\n    time.sleep(4)\n"
+                           "got = MPI.COMM_WORLD.bcast(rank + 10, root=0)", show=["got"], timeout=NO_HANG)
+    assert res.ok and res.deadlock is None, res.text()
+    assert {res.records[r].show["got"]["repr"] for r in range(3)} == {"10"}

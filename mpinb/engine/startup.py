@@ -1,7 +1,8 @@
 """An engine's start (engine side): the per-rank HLO dump directory (set before JAX
 initialises), the collective library loaded in checked mode, MPICH's shared-memory name
-unlinked, faulthandler's file, and the thread that publishes, while a cell runs, which MPI call
-this rank is blocked in (mpinb.wire.status).
+unlinked, faulthandler's file, the MPI watch started on the thread that runs cells, and the
+thread that publishes, while a cell runs, which MPI call this rank is blocked in (an mpinb
+collective, or a call the program makes itself: mpinb.engine.mpi_watch; mpinb.wire.status).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 
 from ..wire.status import fault_path, status_message
 from . import devices as devices_module
-from . import jax_processes, stall
+from . import jax_processes, mpi_watch, stall
 from .hlo_capture import forget_hlo_modules
 from .state import STATE
 
@@ -27,11 +28,13 @@ def _publish_status() -> None:
     """Send {"inflight": the MPI call this rank waits in, or None} to the notebook over the
     engine's IOPub connection, as data of the cell that runs now (no shared filesystem)."""
     from ipyparallel.datapub import publish_data
+    from mpi4py import MPI
 
     from mpinb import mpi
 
     where = stall.where_now() if STATE.running is not None else None
-    publish_data(status_message(mpi.inflight(), STATE.running, where))
+    inflight = mpi.inflight() or mpi_watch.inflight(MPI.Wtime())  # mpinb's own op, else MPI called directly
+    publish_data(status_message(inflight, STATE.running, where))
 
 
 def _status_loop() -> None:
@@ -84,6 +87,7 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
     STATE.rank, STATE.size, STATE.dump, STATE.status_dir = rank, size, dump, status_dir
     STATE.hlo_ok, STATE.cells, STATE.running = bool(dump) and not jax_was_loaded, 0, None
     forget_hlo_modules()
+    watched = mpi_watch.start()  # this thread runs the cells
     if status_dir:
         os.makedirs(status_dir, exist_ok=True)
         STATE.fault_file = open(fault_path(status_dir, rank), "w")  # noqa: SIM115 - lives with the engine
@@ -98,6 +102,7 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
         "host": socket.gethostname(),
         "jax": jax.__version__,
         "hlo_capture": STATE.hlo_ok,
+        "mpi_watch": watched,
         "checked": checked,
         "shm_unlinked": unlinked,
         **jax_processes.describe(jax_distributed, local_devices),

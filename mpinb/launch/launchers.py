@@ -42,6 +42,8 @@ from typing import ClassVar
 
 from traitlets.config import Config
 
+from ..engine import mpi_watch
+from ..errors import LauncherError
 from .mpi_impl import check_launcher_matches, check_root, find_launcher, loaded_mpi
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -73,7 +75,18 @@ def slurm_mode(env=os.environ) -> str:
 def _engine_cmd(status_dir: str) -> list[str]:
     """Each rank runs under mpinb.launch.rank, which reports how its engine ended (mpinb.wire.status)."""
     return [sys.executable, "-m", "mpinb.launch.rank", "--status-dir", status_dir, "--",
-            sys.executable, "-m", "ipyparallel.engine"]
+            sys.executable, "-m", "mpinb.launch.engine"]
+
+
+def _watch_env(cluster, env: dict) -> None:
+    """Tell the engines which libmpi mpi4py loads, so that the MPI watch, which needs it, loads
+    before mpi4py does (mpinb.engine.mpi_watch); nothing if that cannot be asked here."""
+    try:
+        path = loaded_mpi(_engines_env(cluster, env)).path
+    except LauncherError:
+        return
+    if path:
+        env.setdefault(mpi_watch.LIBMPI_ENV, path)
 
 
 class Launcher:
@@ -106,6 +119,7 @@ class Launcher:
         c.Cluster.engine_launcher_class = "mpi"
         c.MPILauncher.mpi_cmd, c.MPILauncher.mpi_args = self.mpi_command(env)
         env.update(cluster.engine_env)
+        _watch_env(cluster, env)
         c.MPIEngineSetLauncher.environment = env
         if cluster.status_dir:
             c.MPIEngineSetLauncher.engine_cmd = _engine_cmd(cluster.status_dir)
@@ -252,6 +266,7 @@ class SlurmBatchLauncher(SlurmLauncher):
         if cluster.workdir:
             launcher.batch_file_name = os.path.join(cluster.workdir, "slurm_engine.sbatch")
         env.update(cluster.engine_env)
+        _watch_env(cluster, env)
         launcher.environment = env
         if cluster.status_dir:
             # --mpi: engine id = MPI rank (ipyparallel's MPI launcher adds it; its batch launchers do not)

@@ -13,20 +13,23 @@ from . import links
 
 
 def describe_inflight(info: dict | None, where: dict | None = None) -> str:
-    """'blocked in allreduce (call 57, 16 B, waiting 12.3 s) at Cell In[7], line 5', 'waits in
+    """'blocked in allreduce (call 57, 16 B, waiting 12.3 s) at Cell In[7], line 5', 'blocked in
+    MPI_Recv (8 B, peer 1, waiting 3.0 s) at ...' (mpi4py's own call), 'waits in
     jit(stepper) (all-reduce over 2 devices) at Cell In[7], line 5', or where a rank outside
     any collective is (mpinb.engine.stall says where)."""
     at = f" {describe_where(where)}" if where else ""
     if info:
         peer = f", peer {info['peer']}" if info.get("peer", -1) >= 0 else ""
-        return (f"blocked in {info['op']} (call {info['call']}, {human_bytes(info['bytes'])}{peer}, "
-                f"waiting {info['seconds'] + info.get('age', 0.0):.1f} s){at}")
+        waiting = f"waiting {info['seconds'] + info.get('age', 0.0):.1f} s"
+        if info.get("function"):  # an MPI call of the program's own (mpi4py's), not an mpinb op
+            return f"blocked in {info['function']} ({human_bytes(info['bytes'])}{peer}, {waiting}){at}"
+        return f"blocked in {info['op']} (call {info['call']}, {human_bytes(info['bytes'])}{peer}, {waiting}){at}"
     if where and where.get("call"):
         held = ", ".join(where.get("collectives") or []) or "no collective known"
         return f"waits in jit({where['call']}) ({held}){at}"
     if where:
         return f"not inside an mpinb collective, running{at}"
-    return "not inside an mpinb collective (Python code, or an mpi4py call)"
+    return "not inside an mpinb collective (Python code, or an MPI call mpinb does not watch)"
 
 
 def describe_where(where: dict) -> str:

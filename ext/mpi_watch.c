@@ -1,0 +1,409 @@
+/* mpinb's MPI watch: what the engine's main thread waits in when the program calls MPI itself
+ * (mpi4py's comm.recv, comm.Send, comm.bcast, comm.Barrier, ...), for the notebook's wait-for
+ * graph (mpinb/analysis/deadlock.py). mpinb's own collectives say it themselves (ext/waits.pxi).
+ *
+ * It is a library of the MPI profiling interface: each blocking call below is defined here and
+ * passes straight on to its PMPI_ twin, after noting on entry the op, its peers and tags (as
+ * world ranks), the root, the communicator's members and the bytes, and before clearing that on
+ * return. The engine loads it with RTLD_GLOBAL before mpi4py loads its MPI module
+ * (mpinb/engine/mpi_watch.py), so that module's calls bind here. C, not Cython like the
+ * collective library: each definition must match its prototype in the MPI's own mpi.h exactly,
+ * and the MPI-4 large-count twins (MPI_Send_c, ..., which mpi4py prefers where they exist) are
+ * compiled only where the MPI has them.
+ *
+ * Only the thread that called mpinb_watch_start (the engine's main thread, where cells run) is
+ * watched. The engine's status thread reads the record with mpinb_watch_read, without a lock: a
+ * sequence number that is odd while the main thread writes tells it to read again (a seqlock).
+ * It never calls MPI: a communicator may be freed as soon as the call returns.
+ */
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* What a rank in a call names: any rank, or none (no such peer, PROC_NULL, not translatable). */
+enum { PEER_NONE = -1, PEER_ANY = -2, TAG_ANY = -1 };
+
+/* The record read by mpinb_watch_read (its layout is mirrored in mpinb/engine/mpi_watch.py). */
+typedef struct {
+  int64_t call;        /* calls watched so far; this one's number */
+  int64_t bytes;       /* this rank's payload */
+  double t0;           /* MPI_Wtime on entry */
+  int active;          /* a call is in flight */
+  int source, dest;    /* world ranks, PEER_ANY or PEER_NONE */
+  int sendtag, recvtag;/* TAG_ANY for MPI_ANY_TAG */
+  int root;            /* world rank or PEER_NONE */
+  int comm_size;       /* members of the communicator (0: unknown) */
+  const char *op;      /* as mpinb's own ops are named: "recv", "bcast", ... */
+  const char *function;/* the MPI function: "MPI_Recv" */
+} mpinb_watch_record;
+
+static mpinb_watch_record g_rec;
+static const int *g_members;      /* world ranks of the call's communicator; NULL for COMM_WORLD */
+static volatile int64_t g_seq;    /* odd while g_rec is written */
+static int g_on;
+static pthread_t g_main;
+static int g_keyval = MPI_KEYVAL_INVALID;
+
+static int free_members(MPI_Comm comm, int keyval, void *value, void *extra) {
+  (void)comm; (void)keyval; (void)extra;
+  free(value);
+  return MPI_SUCCESS;
+}
+
+/* World ranks of comm's members, kept with the communicator; NULL for COMM_WORLD or unknown. */
+static const int *members_of(MPI_Comm comm, int size) {
+  int *members = NULL, *local, found = 0, i, rc;
+  MPI_Group group, world;
+  if (comm == MPI_COMM_WORLD) return NULL;
+  if (g_keyval == MPI_KEYVAL_INVALID &&
+      PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_members, &g_keyval, NULL) != MPI_SUCCESS) {
+    g_keyval = MPI_KEYVAL_INVALID;
+    return NULL;
+  }
+  if (PMPI_Comm_get_attr(comm, g_keyval, &members, &found) != MPI_SUCCESS) return NULL;
+  if (found) return members;
+  members = malloc(2 * (size_t)size * sizeof(int));
+  if (members == NULL) return NULL;
+  local = members + size;
+  for (i = 0; i < size; i++) local[i] = i;
+  rc = PMPI_Comm_group(comm, &group);
+  if (rc == MPI_SUCCESS) {
+    rc = PMPI_Comm_group(MPI_COMM_WORLD, &world);
+    if (rc == MPI_SUCCESS) {
+      rc = PMPI_Group_translate_ranks(group, size, local, world, members);
+      PMPI_Group_free(&world);
+    }
+    PMPI_Group_free(&group);
+  }
+  if (rc != MPI_SUCCESS || PMPI_Comm_set_attr(comm, g_keyval, members) != MPI_SUCCESS) {
+    free(members);
+    return NULL;
+  }
+  return members;
+}
+
+static int world_rank(int r, const int *members, int size, int is_world) {
+  if (r == MPI_ANY_SOURCE) return PEER_ANY;
+  if (r == MPI_PROC_NULL || r < 0 || r >= size) return PEER_NONE;
+  if (is_world) return r;
+  if (members == NULL) return PEER_NONE;
+  return members[r] == MPI_UNDEFINED ? PEER_NONE : members[r];
+}
+
+static inline int watching(void) {
+  return g_on && pthread_equal(pthread_self(), g_main);
+}
+
+static void enter(const char *op, const char *function, int source, int dest, int sendtag, int recvtag,
+                  int root, MPI_Comm comm, int64_t count, MPI_Datatype type) {
+  int size = 0, type_size = 0, is_world = comm == MPI_COMM_WORLD;
+  const int *members = NULL;
+  if (PMPI_Comm_size(comm, &size) != MPI_SUCCESS) size = 0;
+  if (!is_world && size > 0) members = members_of(comm, size);
+  /* a count of 0 where the type may be insignificant (MPI_IN_PLACE): the type is not asked */
+  if (count <= 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &type_size) != MPI_SUCCESS) type_size = 0;
+  __atomic_add_fetch(&g_seq, 1, __ATOMIC_ACQ_REL);  /* odd: being written */
+  g_rec.call += 1;
+  g_rec.op = op;
+  g_rec.function = function;
+  g_rec.source = world_rank(source, members, size, is_world);
+  g_rec.dest = world_rank(dest, members, size, is_world);
+  g_rec.sendtag = sendtag == MPI_ANY_TAG ? TAG_ANY : sendtag;
+  g_rec.recvtag = recvtag == MPI_ANY_TAG ? TAG_ANY : recvtag;
+  g_rec.root = world_rank(root, members, size, is_world);
+  g_rec.comm_size = (is_world || members != NULL) ? size : 0;
+  g_members = is_world ? NULL : members;
+  g_rec.bytes = count * (int64_t)type_size;
+  g_rec.t0 = PMPI_Wtime();
+  g_rec.active = 1;
+  __atomic_add_fetch(&g_seq, 1, __ATOMIC_ACQ_REL);  /* even: readable */
+}
+
+static int leave(int rc) {
+  __atomic_add_fetch(&g_seq, 1, __ATOMIC_ACQ_REL);
+  g_rec.active = 0;
+  __atomic_add_fetch(&g_seq, 1, __ATOMIC_ACQ_REL);
+  return rc;
+}
+
+/* Start watching the calling thread (the engine's main thread); 0 turns the watch off. */
+int mpinb_watch_start(int on) {
+  g_main = pthread_self();
+  g_on = on;
+  return g_on;
+}
+
+/* Copy the record, and up to capacity members of its communicator (world ranks; for
+ * COMM_WORLD, 0..size-1), into out and members. Returns 1 if a call was in flight and read
+ * whole, 0 if none is, -1 if the main thread kept changing it. */
+int mpinb_watch_read(mpinb_watch_record *out, int *members, int capacity) {
+  int attempt, i, n;
+  for (attempt = 0; attempt < 100; attempt++) {
+    int64_t before = __atomic_load_n(&g_seq, __ATOMIC_ACQUIRE);
+    if (before & 1) continue;
+    *out = g_rec;
+    const int *m = g_members;
+    n = out->comm_size < capacity ? out->comm_size : capacity;
+    for (i = 0; i < n; i++) members[i] = m ? m[i] : i;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&g_seq, __ATOMIC_ACQUIRE) == before) return out->active ? 1 : 0;
+  }
+  return -1;
+}
+
+/* ------------------------------------------------------------------ the calls watched */
+
+#define NO MPI_PROC_NULL
+/* a count, unless its buffer is MPI_IN_PLACE (the count and type beside it are then not significant) */
+#define SIGNIFICANT(buf, count) ((buf) == MPI_IN_PLACE ? 0 : (count))
+#define WATCH(op, name, source, dest, sendtag, recvtag, root, comm, count, type, call) \
+  do {                                                                                   \
+    if (!watching()) return call;                                                        \
+    enter(op, name, source, dest, sendtag, recvtag, root, comm, (int64_t)(count), type); \
+    return leave(call);                                                                  \
+  } while (0)
+
+int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  WATCH("send", "MPI_Send", NO, dest, tag, tag, NO, comm, count, type,
+        PMPI_Send(buf, count, type, dest, tag, comm));
+}
+
+int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  WATCH("send", "MPI_Ssend", NO, dest, tag, tag, NO, comm, count, type,
+        PMPI_Ssend(buf, count, type, dest, tag, comm));
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+             MPI_Status *status) {
+  WATCH("recv", "MPI_Recv", source, NO, tag, tag, NO, comm, count, type,
+        PMPI_Recv(buf, count, type, source, tag, comm, status));
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
+  WATCH("recv", "MPI_Probe", source, NO, tag, tag, NO, comm, 0, MPI_DATATYPE_NULL,
+        PMPI_Probe(source, tag, comm, status));
+}
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
+  WATCH("recv", "MPI_Mprobe", source, NO, tag, tag, NO, comm, 0, MPI_DATATYPE_NULL,
+        PMPI_Mprobe(source, tag, comm, message, status));
+}
+
+int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                 MPI_Comm comm, MPI_Status *status) {
+  WATCH("sendrecv", "MPI_Sendrecv", source, dest, sendtag, recvtag, NO, comm, sendcount, sendtype,
+        PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
+                      source, recvtag, comm, status));
+}
+
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int sendtag, int source,
+                         int recvtag, MPI_Comm comm, MPI_Status *status) {
+  WATCH("sendrecv", "MPI_Sendrecv_replace", source, dest, sendtag, recvtag, NO, comm, count, type,
+        PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status));
+}
+
+int MPI_Barrier(MPI_Comm comm) {
+  WATCH("barrier", "MPI_Barrier", NO, NO, 0, 0, NO, comm, 0, MPI_DATATYPE_NULL, PMPI_Barrier(comm));
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  WATCH("bcast", "MPI_Bcast", NO, NO, 0, 0, root, comm, count, type, PMPI_Bcast(buf, count, type, root, comm));
+}
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+               MPI_Comm comm) {
+  WATCH("reduce", "MPI_Reduce", NO, NO, 0, 0, root, comm, count, type,
+        PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm));
+}
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm comm) {
+  WATCH("allreduce", "MPI_Allreduce", NO, NO, 0, 0, NO, comm, count, type,
+        PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm));
+}
+
+int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  WATCH("scan", "MPI_Scan", NO, NO, 0, 0, NO, comm, count, type, PMPI_Scan(sendbuf, recvbuf, count, type, op, comm));
+}
+
+int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  WATCH("exscan", "MPI_Exscan", NO, NO, 0, 0, NO, comm, count, type,
+        PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm));
+}
+
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                             MPI_Comm comm) {
+  WATCH("reduce_scatter", "MPI_Reduce_scatter_block", NO, NO, 0, 0, NO, comm, count, type,
+        PMPI_Reduce_scatter_block(sendbuf, recvbuf, count, type, op, comm));
+}
+
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+               MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  WATCH("gather", "MPI_Gather", NO, NO, 0, 0, root, comm, SIGNIFICANT(sendbuf, sendcount), sendtype,
+        PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
+}
+
+int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  WATCH("gatherv", "MPI_Gatherv", NO, NO, 0, 0, root, comm, SIGNIFICANT(sendbuf, sendcount), sendtype,
+        PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm));
+}
+
+int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  WATCH("scatter", "MPI_Scatter", NO, NO, 0, 0, root, comm, SIGNIFICANT(recvbuf, recvcount), recvtype,
+        PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
+}
+
+int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  WATCH("scatterv", "MPI_Scatterv", NO, NO, 0, 0, root, comm, SIGNIFICANT(recvbuf, recvcount), recvtype,
+        PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm));
+}
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+  WATCH("allgather", "MPI_Allgather", NO, NO, 0, 0, NO, comm, SIGNIFICANT(sendbuf, sendcount), sendtype,
+        PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+}
+
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
+  WATCH("allgatherv", "MPI_Allgatherv", NO, NO, 0, 0, NO, comm, SIGNIFICANT(sendbuf, sendcount), sendtype,
+        PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm));
+}
+
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm) {
+  WATCH("alltoall", "MPI_Alltoall", NO, NO, 0, 0, NO, comm, SIGNIFICANT(sendbuf, sendcount), sendtype,
+        PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+}
+
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                  void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
+                  MPI_Comm comm) {
+  WATCH("alltoallv", "MPI_Alltoallv", NO, NO, 0, 0, NO, comm, 0, sendtype,
+        PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm));
+}
+
+#if MPI_VERSION >= 4
+/* The large-count twins (MPI-4): mpi4py calls these where the MPI has them. */
+
+int MPI_Send_c(const void *buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  WATCH("send", "MPI_Send", NO, dest, tag, tag, NO, comm, count, type,
+        PMPI_Send_c(buf, count, type, dest, tag, comm));
+}
+
+int MPI_Ssend_c(const void *buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  WATCH("send", "MPI_Ssend", NO, dest, tag, tag, NO, comm, count, type,
+        PMPI_Ssend_c(buf, count, type, dest, tag, comm));
+}
+
+int MPI_Recv_c(void *buf, MPI_Count count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+               MPI_Status *status) {
+  WATCH("recv", "MPI_Recv", source, NO, tag, tag, NO, comm, count, type,
+        PMPI_Recv_c(buf, count, type, source, tag, comm, status));
+}
+
+int MPI_Sendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                   void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                   MPI_Comm comm, MPI_Status *status) {
+  WATCH("sendrecv", "MPI_Sendrecv", source, dest, sendtag, recvtag, NO, comm, sendcount, sendtype,
+        PMPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
+                        source, recvtag, comm, status));
+}
+
+int MPI_Sendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype type, int dest, int sendtag, int source,
+                           int recvtag, MPI_Comm comm, MPI_Status *status) {
+  WATCH("sendrecv", "MPI_Sendrecv_replace", source, dest, sendtag, recvtag, NO, comm, count, type,
+        PMPI_Sendrecv_replace_c(buf, count, type, dest, sendtag, source, recvtag, comm, status));
+}
+
+int MPI_Bcast_c(void *buf, MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm) {
+  WATCH("bcast", "MPI_Bcast", NO, NO, 0, 0, root, comm, count, type, PMPI_Bcast_c(buf, count, type, root, comm));
+}
+
+int MPI_Reduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op, int root,
+                 MPI_Comm comm) {
+  WATCH("reduce", "MPI_Reduce", NO, NO, 0, 0, root, comm, count, type,
+        PMPI_Reduce_c(sendbuf, recvbuf, count, type, op, root, comm));
+}
+
+int MPI_Allreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op,
+                    MPI_Comm comm) {
+  WATCH("allreduce", "MPI_Allreduce", NO, NO, 0, 0, NO, comm, count, type,
+        PMPI_Allreduce_c(sendbuf, recvbuf, count, type, op, comm));
+}
+
+int MPI_Scan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  WATCH("scan", "MPI_Scan", NO, NO, 0, 0, NO, comm, count, type,
+        PMPI_Scan_c(sendbuf, recvbuf, count, type, op, comm));
+}
+
+int MPI_Exscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op,
+                 MPI_Comm comm) {
+  WATCH("exscan", "MPI_Exscan", NO, NO, 0, 0, NO, comm, count, type,
+        PMPI_Exscan_c(sendbuf, recvbuf, count, type, op, comm));
+}
+
+int MPI_Reduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type,
+                               MPI_Op op, MPI_Comm comm) {
+  WATCH("reduce_scatter", "MPI_Reduce_scatter_block", NO, NO, 0, 0, NO, comm, count, type,
+        PMPI_Reduce_scatter_block_c(sendbuf, recvbuf, count, type, op, comm));
+}
+
+int MPI_Gather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                 MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  WATCH("gather", "MPI_Gather", NO, NO, 0, 0, root, comm, SIGNIFICANT(sendbuf, sendcount), sendtype,
+        PMPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
+}
+
+int MPI_Gatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, int root,
+                  MPI_Comm comm) {
+  WATCH("gatherv", "MPI_Gatherv", NO, NO, 0, 0, root, comm, SIGNIFICANT(sendbuf, sendcount), sendtype,
+        PMPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm));
+}
+
+int MPI_Scatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  WATCH("scatter", "MPI_Scatter", NO, NO, 0, 0, root, comm, SIGNIFICANT(recvbuf, recvcount), recvtype,
+        PMPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
+}
+
+int MPI_Scatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[],
+                   MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
+                   MPI_Comm comm) {
+  WATCH("scatterv", "MPI_Scatterv", NO, NO, 0, 0, root, comm, SIGNIFICANT(recvbuf, recvcount), recvtype,
+        PMPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm));
+}
+
+int MPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  WATCH("allgather", "MPI_Allgather", NO, NO, 0, 0, NO, comm, SIGNIFICANT(sendbuf, sendcount), sendtype,
+        PMPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+}
+
+int MPI_Allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype,
+                     MPI_Comm comm) {
+  WATCH("allgatherv", "MPI_Allgatherv", NO, NO, 0, 0, NO, comm, SIGNIFICANT(sendbuf, sendcount), sendtype,
+        PMPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm));
+}
+
+int MPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  WATCH("alltoall", "MPI_Alltoall", NO, NO, 0, 0, NO, comm, SIGNIFICANT(sendbuf, sendcount), sendtype,
+        PMPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+}
+
+int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                    MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[],
+                    const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  WATCH("alltoallv", "MPI_Alltoallv", NO, NO, 0, 0, NO, comm, 0, sendtype,
+        PMPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm));
+}
+#endif

@@ -1,0 +1,130 @@
+"""What this rank waits in when the program calls MPI itself (engine side): mpi4py's
+``comm.recv``, ``comm.Send``, ``comm.bcast``, ``comm.Barrier`` and the other blocking calls,
+seen through the MPI watch (ext/mpi_watch.c, a library of the MPI profiling interface).
+
+The watch must be in the process before mpi4py loads its MPI module, so that module's calls bind
+to it: :func:`preload` loads it (the engine's entry point, mpinb.launch.engine, calls it first),
+:func:`start` watches the calling thread (the engine's main thread, at setup) and
+:func:`inflight` reads, from any thread, the call in flight as mpinb's own collectives describe
+theirs (``mpinb.mpi.inflight``), plus the MPI function's name. Where the watch cannot be loaded
+(``MPINB_MPI_WATCH=0``, an MPI it was not built for, mpi4py imported first), nothing changes:
+such calls are then invisible, as before, and never part of a proven deadlock.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+
+#: "0" turns the watch off
+WATCH_ENV = "MPINB_MPI_WATCH"
+#: the libmpi file mpi4py loads, as the launcher found it (mpinb.launch.mpi_impl): loaded first,
+#: so that the watch, which needs it, can be loaded before mpi4py
+LIBMPI_ENV = "MPINB_LIBMPI"
+#: ext/mpi_watch.c's words for a rank that is any rank, none, or any tag
+PEER_NONE, PEER_ANY, TAG_ANY = -1, -2, -1
+#: members of a communicator read at most (a bigger one reads as unknown)
+MAX_MEMBERS = 1 << 16
+
+
+class Record(ctypes.Structure):
+    """ext/mpi_watch.c's mpinb_watch_record."""
+
+    _fields_ = [
+        ("call", ctypes.c_int64),
+        ("bytes", ctypes.c_int64),
+        ("t0", ctypes.c_double),
+        ("active", ctypes.c_int),
+        ("source", ctypes.c_int),
+        ("dest", ctypes.c_int),
+        ("sendtag", ctypes.c_int),
+        ("recvtag", ctypes.c_int),
+        ("root", ctypes.c_int),
+        ("comm_size", ctypes.c_int),
+        ("op", ctypes.c_char_p),
+        ("function", ctypes.c_char_p),
+    ]
+
+
+_lib = None
+_members = None
+
+
+def library_path() -> str | None:
+    """The built watch beside this package's other extension (None if it was not built)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found = sorted(glob.glob(os.path.join(package, "_mpi_watch*.so")))
+    return found[0] if found else None
+
+
+def preload() -> bool:
+    """Load the watch with RTLD_GLOBAL, before mpi4py's MPI module; False (and nothing loaded)
+    when it is off, missing, too late or unloadable."""
+    global _lib
+    if _lib is not None:
+        return True
+    path = library_path()
+    if os.environ.get(WATCH_ENV, "1") == "0" or "mpi4py.MPI" in sys.modules or path is None:
+        return False
+    try:
+        libmpi = os.environ.get(LIBMPI_ENV)
+        if libmpi:
+            ctypes.CDLL(libmpi, mode=os.RTLD_LAZY | os.RTLD_LOCAL)
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+    except OSError:
+        return False
+    lib.mpinb_watch_start.argtypes = [ctypes.c_int]
+    lib.mpinb_watch_read.argtypes = [ctypes.POINTER(Record), ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+    _lib = lib
+    return True
+
+
+def start() -> bool:
+    """Watch the calling thread (where cells run) from now on; False without the watch."""
+    if _lib is None:
+        return False
+    _lib.mpinb_watch_start(1)
+    return True
+
+
+def loaded() -> bool:
+    return _lib is not None
+
+
+def _peer(value: int):
+    return "any" if value == PEER_ANY else None if value == PEER_NONE else value
+
+
+def inflight(now: float) -> dict | None:
+    """The watched call in flight, or None: op, call number, bytes, peer, seconds in it (``now``
+    is MPI_Wtime), whom it waits for as world ranks, the MPI function. A sendrecv reads as
+    received: the watch cannot tell whether its receive is done, and a proof must not count on it."""
+    global _members
+    if _lib is None:
+        return None
+    record = Record()
+    if _members is None:
+        _members = (ctypes.c_int * MAX_MEMBERS)()
+    if _lib.mpinb_watch_read(ctypes.byref(record), _members, MAX_MEMBERS) != 1:
+        return None
+    op = record.op.decode()
+    size = record.comm_size
+    source, dest, root = _peer(record.source), _peer(record.dest), _peer(record.root)
+    peer = {"recv": source, "send": dest}.get(op, root if root is not None else dest)
+    return {
+        "op": op,
+        "call": f"mpi-{record.call}",
+        "bytes": record.bytes,
+        "peer": peer if isinstance(peer, int) else -1,
+        "seconds": max(0.0, now - record.t0),
+        "source": source,
+        "dest": dest,
+        "sendtag": None if record.sendtag == TAG_ANY else record.sendtag,
+        "recvtag": None if record.recvtag == TAG_ANY else record.recvtag,
+        "root": root,
+        "comm": list(_members[:size]) if 0 < size <= MAX_MEMBERS else None,
+        "received": op == "sendrecv",
+        "function": record.function.decode(),
+    }

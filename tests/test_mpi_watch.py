@@ -1,0 +1,125 @@
+"""The MPI watch (ext/mpi_watch.c, mpinb/engine/mpi_watch.py) on real MPI processes: while the
+main thread blocks in an MPI call the program makes itself through mpi4py, another thread reads
+what it waits for (op, peers as world ranks, tags, root, the communicator's members, bytes, the
+MPI function); nothing once the call returned; calls of other threads are not watched; the
+watch stays out when it is turned off or comes after mpi4py. Each case runs in a fresh Python
+(the watch must be loaded before mpi4py), under mpiexec where it needs two ranks."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mpinb.engine import mpi_watch
+from mpinb.launch.mpi_impl import find_launcher, loaded_mpi
+
+PRELUDE = """
+import json, threading, time
+from mpinb.engine import mpi_watch
+loaded = mpi_watch.preload()
+from mpi4py import MPI
+import numpy as np
+started = mpi_watch.start()
+world = MPI.COMM_WORLD
+rank = world.Get_rank()
+
+def while_blocked(release):
+    '''What the watch says from another thread while the main thread blocks; then release it.'''
+    seen = []
+    def look():
+        time.sleep(0.4)
+        seen.append(mpi_watch.inflight(MPI.Wtime()))
+        release()
+    thread = threading.Thread(target=look)
+    thread.start()
+    return thread, seen
+"""
+
+ONE_RANK = PRELUDE + """
+out = {"loaded": loaded, "started": started}
+thread, seen = while_blocked(lambda: world.Send(np.arange(3.0), dest=0, tag=5))
+buf = np.empty(3)
+world.Recv(buf, source=0, tag=5)
+thread.join()
+out["recv"], out["after"], out["received"] = seen[0], mpi_watch.inflight(MPI.Wtime()), buf.tolist()
+thread, seen = while_blocked(lambda: world.send({"a": 1}, dest=0, tag=11))
+world.recv(source=MPI.ANY_SOURCE)
+thread.join()
+out["object_recv"] = seen[0]
+out["other_thread"] = None
+def other():
+    world.Barrier()  # a call of another thread: not watched
+    out["other_thread"] = mpi_watch.inflight(MPI.Wtime())
+t = threading.Thread(target=other); t.start(); t.join()
+print(json.dumps(out))
+"""
+
+TWO_RANKS = PRELUDE + """
+reversed_ = world.Split(0, -rank)  # comm rank 0 is world rank 1
+out = {}
+if rank == 1:
+    thread, seen = while_blocked(lambda: None)
+    buf = np.empty(4, dtype=np.int64)
+    reversed_.Recv(buf, source=1, tag=9)  # from comm rank 1: world rank 0
+    thread.join()
+    out["recv"] = seen[0]
+    thread, seen = while_blocked(lambda: None)
+    reversed_.Bcast(buf, root=1)
+    thread.join()
+    out["bcast"] = seen[0]
+else:
+    time.sleep(1.0)
+    reversed_.Send(np.arange(4, dtype=np.int64), dest=0, tag=9)
+    time.sleep(1.0)
+    reversed_.Bcast(np.arange(4, dtype=np.int64), root=1)
+print(json.dumps({"rank": rank, **out}))
+"""
+
+
+def run(script: str, ranks: int = 1, **env) -> list[dict]:
+    environment = {**os.environ, mpi_watch.LIBMPI_ENV: loaded_mpi().path, **env}
+    command = [sys.executable, "-c", script]
+    if ranks > 1:
+        command = [find_launcher(loaded_mpi(), local=True), "-n", str(ranks), *command]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120, env=environment)
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def test_the_watch_is_built_beside_the_collective_library():
+    assert mpi_watch.library_path() is not None
+
+
+def test_a_blocked_receive_is_read_from_another_thread_and_gone_once_it_returned():
+    (out,) = run(ONE_RANK)
+    assert out["loaded"] and out["started"]
+    recv = out["recv"]
+    assert recv["op"] == "recv" and recv["function"] == "MPI_Recv", recv
+    assert (recv["source"], recv["dest"], recv["recvtag"], recv["root"]) == (0, None, 5, None)
+    assert recv["comm"] == [0] and recv["bytes"] == 24 and recv["peer"] == 0
+    assert 0.2 < recv["seconds"] < 30
+    assert out["after"] is None and out["received"] == [0.0, 1.0, 2.0]
+    obj = out["object_recv"]  # mpi4py's comm.recv probes for the message first
+    assert obj["op"] == "recv" and obj["function"] == "MPI_Mprobe" and obj["source"] == "any", obj
+    assert obj["recvtag"] is None and obj["call"] != recv["call"]
+    assert out["other_thread"] is None
+
+
+def test_peers_and_members_of_a_sub_communicator_are_world_ranks():
+    outs = {o["rank"]: o for o in run(TWO_RANKS, ranks=2)}
+    recv = outs[1]["recv"]
+    assert (recv["op"], recv["source"], recv["recvtag"], recv["comm"]) == ("recv", 0, 9, [1, 0]), recv
+    assert recv["bytes"] == 32
+    bcast = outs[1]["bcast"]
+    assert (bcast["op"], bcast["function"], bcast["root"], bcast["comm"]) == ("bcast", "MPI_Bcast", 0, [1, 0])
+
+
+@pytest.mark.parametrize("how", ["off", "after mpi4py"])
+def test_the_watch_stays_out_when_off_or_too_late(how):
+    script = PRELUDE + "print(json.dumps({'loaded': loaded, 'started': started}))"
+    if how == "after mpi4py":
+        script = "import mpi4py.MPI\n" + script
+    (out,) = run(script, **({mpi_watch.WATCH_ENV: "0"} if how == "off" else {}))
+    assert out == {"loaded": False, "started": False}
