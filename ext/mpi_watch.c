@@ -52,11 +52,13 @@ static int free_members(MPI_Comm comm, int keyval, void *value, void *extra) {
   return MPI_SUCCESS;
 }
 
-/* World ranks of comm's members, kept with the communicator; NULL for COMM_WORLD or unknown. */
+/* World ranks of comm's members, kept with the communicator; NULL for COMM_WORLD or unknown
+ * (an intercommunicator: its peers are ranks of the other group). */
 static const int *members_of(MPI_Comm comm, int size) {
-  int *members = NULL, *local, found = 0, i, rc;
+  int *members = NULL, *local, found = 0, inter = 1, i, rc;
   MPI_Group group, world;
   if (comm == MPI_COMM_WORLD) return NULL;
+  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) return NULL;
   if (g_keyval == MPI_KEYVAL_INVALID &&
       PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_members, &g_keyval, NULL) != MPI_SUCCESS) {
     g_keyval = MPI_KEYVAL_INVALID;

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -161,11 +161,32 @@ value = mpi.bcast(jnp.float32(rank), root=0)
 print("value", float(value))
 
 # %% [markdown]
+# ## The same hangs in mpi4py's own calls
+#
+# mpinb watches the blocking MPI calls a cell makes itself too (`comm.recv`, `comm.Send`,
+# `comm.bcast`, `comm.Barrier`, ...: the README's "MPI watch"). Here every rank asks its right
+# neighbour for an object before it sends its own to the left.
+
+# %%
+# %%mpijax --no-raise
+comm = MPI.COMM_WORLD
+got = comm.recv(source=right)
+comm.send(rank, dest=left)
+
+# %% [markdown]
+# The fix: mpi4py's `sendrecv`.
+
+# %%
+# %%mpijax
+got = MPI.COMM_WORLD.sendrecv(rank, dest=left, source=right)
+print(f"rank {rank} got {got} from rank {right}")
+
+# %% [markdown]
 # ## What cannot be proven
 #
-# A rank that computes, sleeps, or waits in a call that mpinb cannot see (mpi4py's own
-# `comm.recv`, a JAX collective) may still answer, so it is never called deadlocked: such a
-# hang is shown live (each rank's state and line) and ends at `--timeout` (or the stop button).
+# A rank that computes, sleeps, or waits in a call that mpinb cannot see (a nonblocking
+# receive's `wait()`, a JAX collective) may still answer, so it is never called deadlocked: such
+# a hang is shown live (each rank's state and line) and ends at `--timeout` (or the stop button).
 
 # %%
 # %mpijax stop

@@ -239,3 +239,7 @@ def test_hangs():
     root = texts(cells[10])
     assert "checked mode: ranks disagree on the collective" in root and "deadlock" not in root, root
     assert "value 0.0" in texts(cells[11])
+    own, own_fixed = texts(cells[12]), texts(cells[13])
+    assert ("deadlock: rank 0 waits to receive from rank 1 (line 3), rank 1 to receive from rank 0 (line 3)"
+            in own), own
+    assert "rank 0 got 1 from rank 1" in own_fixed or "rank \u27e8rank\u27e9 got" in own_fixed, own_fixed

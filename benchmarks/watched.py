@@ -1,0 +1,26 @@
+"""Another benchmark run with the MPI watch loaded and started, as the engines run it
+(mpinb.engine.mpi_watch): the cost of watching, against a run of the same benchmark without it.
+
+    mpiexec -n 2 python benchmarks/watched.py benchmarks/collectives.py --sizes 16,1048576
+    mpiexec -n 2 python benchmarks/collectives.py --sizes 16,1048576        # the same, unwatched
+
+Every MPI call of the main thread is then watched: mpinb's collectives, and the raw mpi4py
+baseline's calls too.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+from mpinb.engine import mpi_watch
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    if not mpi_watch.preload():
+        sys.exit("benchmarks/watched.py: the MPI watch could not be loaded (set MPINB_LIBMPI to the libmpi "
+                 "mpi4py loads; MPINB_MPI_WATCH=0 turns it off)")
+    mpi_watch.start()
+    sys.argv = sys.argv[1:]
+    runpy.run_path(sys.argv[0], run_name="__main__")
