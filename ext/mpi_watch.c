@@ -14,13 +14,22 @@
  * Only the thread that called mpinb_watch_start (the engine's main thread, where cells run) is
  * watched. The engine's status thread reads the record with mpinb_watch_read, without a lock: a
  * sequence number that is odd while the main thread writes tells it to read again (a seqlock).
- * It never calls MPI: a communicator may be freed as soon as the call returns.
+ * It never calls MPI and never follows a pointer into MPI's or a communicator's memory: the
+ * members are copied into the watch's own buffer on entry.
+ *
+ * A nonblocking call (MPI_Isend, MPI_Irecv, MPI_Ibcast, MPI_Start, ...), in any thread, marks the
+ * process for good as one that may have requests in flight (``pending``): such a rank may be
+ * doing what another waits for, whatever its main thread is blocked in, so the notebook never
+ * counts it as what keeps another rank stuck.
  */
 
 #include <mpi.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+#pragma GCC visibility push(default)
 
 /* What a rank in a call names: any rank, or none (no such peer, PROC_NULL, not translatable). */
 enum { PEER_NONE = -1, PEER_ANY = -2, TAG_ANY = -1 };
@@ -35,14 +44,18 @@ typedef struct {
   int sendtag, recvtag;/* TAG_ANY for MPI_ANY_TAG */
   int root;            /* world rank or PEER_NONE */
   int comm_size;       /* members of the communicator (0: unknown) */
+  int pending;         /* a nonblocking call was made in this process (see above) */
   const char *op;      /* as mpinb's own ops are named: "recv", "bcast", ... */
   const char *function;/* the MPI function: "MPI_Recv" */
 } mpinb_watch_record;
 
+enum { MEMBER_CAP = 4096 };          /* a bigger communicator reads as unknown */
+
 static mpinb_watch_record g_rec;
-static const int *g_members;      /* world ranks of the call's communicator; NULL for COMM_WORLD */
-static volatile int64_t g_seq;    /* odd while g_rec is written */
-static int g_on;
+static int g_member_buf[MEMBER_CAP]; /* world ranks of the call's communicator (not COMM_WORLD) */
+static int g_world_members;          /* the call's communicator is COMM_WORLD: members 0..size-1 */
+static int64_t g_seq;                /* odd while g_rec is written */
+static int g_on, g_pending;
 static pthread_t g_main;
 static int g_keyval = MPI_KEYVAL_INVALID;
 
@@ -95,18 +108,34 @@ static int world_rank(int r, const int *members, int size, int is_world) {
 }
 
 static inline int watching(void) {
-  return g_on && pthread_equal(pthread_self(), g_main);
+  return __atomic_load_n(&g_on, __ATOMIC_ACQUIRE) && pthread_equal(pthread_self(), g_main);
+}
+
+/* Seqlock, writer's side: odd while the record changes; readers retry until it is even and
+ * unchanged around their copy. */
+static inline void write_begin(void) {
+  __atomic_store_n(&g_seq, g_seq + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static inline void write_end(void) {
+  __atomic_store_n(&g_seq, g_seq + 1, __ATOMIC_RELEASE);
 }
 
 static void enter(const char *op, const char *function, int source, int dest, int sendtag, int recvtag,
                   int root, MPI_Comm comm, int64_t count, MPI_Datatype type) {
-  int size = 0, type_size = 0, is_world = comm == MPI_COMM_WORLD;
+  int size = 0, inter = 0, is_world = comm == MPI_COMM_WORLD;
+  MPI_Count type_size = 0;
   const int *members = NULL;
-  if (PMPI_Comm_size(comm, &size) != MPI_SUCCESS) size = 0;
-  if (!is_world && size > 0) members = members_of(comm, size);
-  /* a count of 0 where the type may be insignificant (MPI_IN_PLACE): the type is not asked */
-  if (count <= 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &type_size) != MPI_SUCCESS) type_size = 0;
-  __atomic_add_fetch(&g_seq, 1, __ATOMIC_ACQ_REL);  /* odd: being written */
+  if (comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &size) != MPI_SUCCESS) size = 0;
+  if (!is_world && size > 0 && (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter)) inter = 1;
+  if (!is_world && !inter && size > 0 && size <= MEMBER_CAP) members = members_of(comm, size);
+  /* a count of 0 where the type may be insignificant (MPI_IN_PLACE), or an intercommunicator
+   * (a root's other arguments are not significant): the type is not asked */
+  if (count <= 0 || inter || type == MPI_DATATYPE_NULL || PMPI_Type_size_x(type, &type_size) != MPI_SUCCESS ||
+      type_size == MPI_UNDEFINED)
+    type_size = 0;
+  write_begin();
   g_rec.call += 1;
   g_rec.op = op;
   g_rec.function = function;
@@ -116,41 +145,51 @@ static void enter(const char *op, const char *function, int source, int dest, in
   g_rec.recvtag = recvtag == MPI_ANY_TAG ? TAG_ANY : recvtag;
   g_rec.root = world_rank(root, members, size, is_world);
   g_rec.comm_size = (is_world || members != NULL) ? size : 0;
-  g_members = is_world ? NULL : members;
+  g_world_members = is_world;
+  if (members != NULL) memcpy(g_member_buf, members, (size_t)size * sizeof(int));
   g_rec.bytes = count * (int64_t)type_size;
   g_rec.t0 = PMPI_Wtime();
+  g_rec.pending = __atomic_load_n(&g_pending, __ATOMIC_RELAXED);
   g_rec.active = 1;
-  __atomic_add_fetch(&g_seq, 1, __ATOMIC_ACQ_REL);  /* even: readable */
+  write_end();
 }
 
 static int leave(int rc) {
-  __atomic_add_fetch(&g_seq, 1, __ATOMIC_ACQ_REL);
+  write_begin();
   g_rec.active = 0;
-  __atomic_add_fetch(&g_seq, 1, __ATOMIC_ACQ_REL);
+  g_rec.comm_size = 0;
+  write_end();
   return rc;
+}
+
+/* A nonblocking call: this process may have requests in flight from now on. */
+static inline void mark_pending(void) {
+  __atomic_store_n(&g_pending, 1, __ATOMIC_RELAXED);
 }
 
 /* Start watching the calling thread (the engine's main thread); 0 turns the watch off. */
 int mpinb_watch_start(int on) {
   g_main = pthread_self();
-  g_on = on;
-  return g_on;
+  __atomic_store_n(&g_on, on, __ATOMIC_RELEASE);
+  return on;
 }
 
-/* Copy the record, and up to capacity members of its communicator (world ranks; for
- * COMM_WORLD, 0..size-1), into out and members. Returns 1 if a call was in flight and read
- * whole, 0 if none is, -1 if the main thread kept changing it. */
+/* Copy the record, and up to capacity members of its communicator (world ranks), into out and
+ * members. Returns 1 if a call was in flight and read whole, 0 if none is, -1 if the main
+ * thread kept changing it. Reads only the watch's own memory. */
 int mpinb_watch_read(mpinb_watch_record *out, int *members, int capacity) {
-  int attempt, i, n;
+  int attempt, i, n, world;
   for (attempt = 0; attempt < 100; attempt++) {
     int64_t before = __atomic_load_n(&g_seq, __ATOMIC_ACQUIRE);
     if (before & 1) continue;
     *out = g_rec;
-    const int *m = g_members;
-    n = out->comm_size < capacity ? out->comm_size : capacity;
-    for (i = 0; i < n; i++) members[i] = m ? m[i] : i;
+    world = g_world_members;
+    n = out->active ? out->comm_size : 0;
+    if (n > capacity) n = capacity;
+    if (n > MEMBER_CAP) n = MEMBER_CAP;
+    for (i = 0; i < n; i++) members[i] = world ? i : g_member_buf[i];
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&g_seq, __ATOMIC_ACQUIRE) == before) return out->active ? 1 : 0;
+    if (__atomic_load_n(&g_seq, __ATOMIC_RELAXED) == before) return out->active ? 1 : 0;
   }
   return -1;
 }
@@ -409,3 +448,227 @@ int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI
         PMPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm));
 }
 #endif
+
+/* ------------------------------------------------------------------ nonblocking calls: marked */
+
+#define MARK(call) \
+  do {             \
+    mark_pending(); \
+    return call;   \
+  } while (0)
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Isend(buf, count, type, dest, tag, comm, req));
+}
+
+int MPI_Issend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Issend(buf, count, type, dest, tag, comm, req));
+}
+
+int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Ibsend(buf, count, type, dest, tag, comm, req));
+}
+
+int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Irsend(buf, count, type, dest, tag, comm, req));
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Irecv(buf, count, type, source, tag, comm, req));
+}
+
+int MPI_Imrecv(void *buf, int count, MPI_Datatype type, MPI_Message *message, MPI_Request *req) {
+  MARK(PMPI_Imrecv(buf, count, type, message, req));
+}
+
+int MPI_Start(MPI_Request *req) {
+  MARK(PMPI_Start(req));
+}
+
+int MPI_Startall(int count, MPI_Request reqs[]) {
+  MARK(PMPI_Startall(count, reqs));
+}
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Ibarrier(comm, req));
+}
+
+int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Ibcast(buf, count, type, root, comm, req));
+}
+
+int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Ireduce(sendbuf, recvbuf, count, type, op, root, comm, req));
+}
+
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                   MPI_Request *req) {
+  MARK(PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, req));
+}
+
+int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, req));
+}
+
+int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, req));
+}
+
+int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, req));
+}
+
+int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, req));
+}
+
+int MPI_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+              MPI_Request *req) {
+  MARK(PMPI_Iscan(sendbuf, recvbuf, count, type, op, comm, req));
+}
+
+int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                 const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, req));
+}
+
+int MPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+                  void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, req));
+}
+
+int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                    MPI_Request *req) {
+  MARK(PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, req));
+}
+
+int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                   void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                   MPI_Request *req) {
+  MARK(PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, req));
+}
+
+int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                MPI_Request *req) {
+  MARK(PMPI_Iexscan(sendbuf, recvbuf, count, type, op, comm, req));
+}
+
+int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                              MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Ireduce_scatter_block(sendbuf, recvbuf, count, type, op, comm, req));
+}
+
+#if MPI_VERSION >= 4
+int MPI_Isend_c(const void *buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                MPI_Request *req) {
+  MARK(PMPI_Isend_c(buf, count, type, dest, tag, comm, req));
+}
+
+int MPI_Issend_c(const void *buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                 MPI_Request *req) {
+  MARK(PMPI_Issend_c(buf, count, type, dest, tag, comm, req));
+}
+
+int MPI_Irecv_c(void *buf, MPI_Count count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                MPI_Request *req) {
+  MARK(PMPI_Irecv_c(buf, count, type, source, tag, comm, req));
+}
+
+int MPI_Imrecv_c(void *buf, MPI_Count count, MPI_Datatype type, MPI_Message *message, MPI_Request *req) {
+  MARK(PMPI_Imrecv_c(buf, count, type, message, req));
+}
+
+int MPI_Isendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                      comm, req));
+}
+
+int MPI_Isendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                    void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                    MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+                        recvtag, comm, req));
+}
+
+int MPI_Ibcast_c(void *buf, MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Ibcast_c(buf, count, type, root, comm, req));
+}
+
+int MPI_Ireduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op, int root,
+                  MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Ireduce_c(sendbuf, recvbuf, count, type, op, root, comm, req));
+}
+
+int MPI_Iallreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op,
+                     MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Iallreduce_c(sendbuf, recvbuf, count, type, op, comm, req));
+}
+
+int MPI_Igather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                  MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, req));
+}
+
+int MPI_Iscatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, req));
+}
+
+int MPI_Iallgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                     MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, req));
+}
+
+int MPI_Ialltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                    MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, req));
+}
+
+int MPI_Iscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                MPI_Request *req) {
+  MARK(PMPI_Iscan_c(sendbuf, recvbuf, count, type, op, comm, req));
+}
+int MPI_Igatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                   const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, int root,
+                   MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, req));
+}
+
+int MPI_Iscatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[],
+                    MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root,
+                    MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, req));
+}
+
+int MPI_Iallgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf,
+                      const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm,
+                      MPI_Request *req) {
+  MARK(PMPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, req));
+}
+
+int MPI_Ialltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[],
+                     MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[],
+                     MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+                         req));
+}
+
+int MPI_Iexscan_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type, MPI_Op op,
+                  MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Iexscan_c(sendbuf, recvbuf, count, type, op, comm, req));
+}
+
+int MPI_Ireduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype type,
+                                MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+  MARK(PMPI_Ireduce_scatter_block_c(sendbuf, recvbuf, count, type, op, comm, req));
+}
+#endif
+
+#pragma GCC visibility pop

@@ -83,3 +83,40 @@ def test_a_sendrecv_whose_receive_is_done_waits_for_its_send_only():
     found = prove({0: sendrecv(1, 2, received=True), 1: recv(2)}, left={2})
     assert found.ranks == [0, 1] and found.blocker == {0: 1, 1: 2}
     assert prove({0: sendrecv(1, 2, received=True), 1: recv(0)}, left={2}) is None  # 1 takes 0's send
+
+
+def test_a_sendrecv_that_may_wait_on_either_half_is_stuck_only_if_neither_can_come():
+    """The MPI watch cannot tell whether a sendrecv still waits to receive or to send (received
+    None): it is stuck only if its source will not send and its destination will not receive."""
+    def unknown(dest, source):
+        return sendrecv(dest, source, received=None)
+    # a ring shift in which rank 2 is late (computing): rank 1 finished, rank 0 waits for rank 2
+    assert prove({0: unknown(1, 2)}, left={1}) is None
+    # the same ring, then an allreduce that rank 1 already entered
+    assert prove({0: unknown(1, 2), 1: coll("allreduce")}, left=set()) is None
+    # a matched pair still moving a large message
+    assert prove({0: unknown(1, 1), 1: unknown(0, 0)}, left=set()) is None
+    # the wrong ring: each sends to and receives from the next, which sends on instead
+    wrong = prove({r: unknown((r + 1) % 3, (r + 1) % 3) for r in W3}, left=set(), lines={0: 1, 1: 1, 2: 1})
+    assert wrong.words() == ("deadlock: rank 0 waits to receive from rank 1 (line 1), rank 1 to receive from "
+                             "rank 2 (line 1), rank 2 to receive from rank 0 (line 1)")
+
+
+def test_rooted_collectives_need_only_what_every_implementation_needs():
+    # a non-root of a bcast needs its root only: rank 2 waiting for rank 1 does not block it
+    assert prove({1: coll("bcast", root=0), 2: recv(1)}, left=set()) is None
+    assert prove({1: coll("bcast", root=0)}, left={0}).words() == (
+        "deadlock: rank 1 waits in bcast (root 0); rank 0 left the cell without calling it")
+    # the root of a bcast may complete with any one member; the root of a reduce needs them all
+    assert prove({0: coll("bcast", root=0)}, left={1}) is None
+    assert prove({0: coll("bcast", root=0)}, left={1, 2}).ranks == [0]
+    assert prove({0: coll("reduce", root=0)}, left={1}).ranks == [0]
+    assert prove({1: coll("reduce", root=0)}, left={2}) is None
+    # a scan needs the members before it only
+    assert prove({0: coll("scan")}, left={1, 2}) is None
+    assert prove({1: coll("scan")}, left={0}).ranks == [1]
+
+
+def test_a_rank_with_nonblocking_requests_in_flight_never_keeps_another_stuck():
+    pending = {**recv(0), "pending": True}
+    assert prove({0: recv(1), 1: pending}, left=set()) is None

@@ -1,9 +1,10 @@
-"""The MPI watch (ext/mpi_watch.c, mpinb/engine/mpi_watch.py) on real MPI processes: while the
-main thread blocks in an MPI call the program makes itself through mpi4py, another thread reads
-what it waits for (op, peers as world ranks, tags, root, the communicator's members, bytes, the
-MPI function); nothing once the call returned; calls of other threads are not watched; the
-watch stays out when it is turned off or comes after mpi4py. Each case runs in a fresh Python
-(the watch must be loaded before mpi4py), under mpiexec where it needs two ranks."""
+"""The MPI watch (ext/mpi_watch.c, mpinb/engine/mpi_watch.py) on real MPI processes: while the main
+thread blocks in an MPI call the program makes itself through mpi4py, another thread reads what
+it waits for (op, peers as world ranks, tags, root, the communicator's members, bytes, the MPI
+function, whether a nonblocking call was ever made); nothing once the call returned; calls of
+other threads are not watched; the watch stays out when it is turned off or comes after mpi4py.
+Each case runs in a fresh Python (the watch must be loaded before mpi4py), under mpiexec where
+it needs two ranks."""
 
 import json
 import os
@@ -48,6 +49,13 @@ thread, seen = while_blocked(lambda: world.send({"a": 1}, dest=0, tag=11))
 world.recv(source=MPI.ANY_SOURCE)
 thread.join()
 out["object_recv"] = seen[0]
+request = world.Irecv(np.empty(1), source=0, tag=12)  # a nonblocking call: requests may be in flight from now on
+world.Send(np.zeros(1), dest=0, tag=12)
+request.Wait()
+thread, seen = while_blocked(lambda: world.send(2, dest=0, tag=13))
+world.recv(source=0, tag=13)
+thread.join()
+out["after_nonblocking"] = seen[0]
 out["other_thread"] = None
 def other():
     world.Barrier()  # a call of another thread: not watched
@@ -104,6 +112,8 @@ def test_a_blocked_receive_is_read_from_another_thread_and_gone_once_it_returned
     obj = out["object_recv"]  # mpi4py's comm.recv probes for the message first
     assert obj["op"] == "recv" and obj["function"] == "MPI_Mprobe" and obj["source"] == "any", obj
     assert obj["recvtag"] is None and obj["call"] != recv["call"]
+    assert recv["pending"] is False and obj["pending"] is False
+    assert out["after_nonblocking"]["pending"] is True  # for good: requests may outlive the call
     assert out["other_thread"] is None
 
 

@@ -1,21 +1,30 @@
 """Proving that ranks wait for each other forever, from what each one waits in.
 
-Each rank blocked in an mpinb call tells the notebook whom it waits for (ext/waits.pxi: the op,
-its source, destination, tags and root, the communicator's members as world ranks). A rank
+Each rank blocked in an mpinb call, or in a blocking MPI call of its own (the MPI watch,
+mpinb.engine.mpi_watch), tells the notebook whom it waits for (ext/waits.pxi: the op, its
+source, destination, tags and root, the communicator's members as world ranks). A rank
 that left the cell will call nothing more in it. From these facts alone this module decides
 whether a set of ranks can never move on, the wait-for graph of MPI correctness checkers:
 
 * a receive needs its source to send to it with a matching tag (any member, for ANY_SOURCE);
 * a blocking send needs its destination to post a matching receive;
-* a collective needs every member of its communicator in the same collective, same root.
+* a sendrecv whose receive may or may not be done (the MPI watch cannot tell) needs its source
+  to send or its destination to receive: it is stuck only if neither will;
+* a collective needs the members of its communicator in the same collective, same root, as far
+  as every implementation needs them (:data:`ROOTED`, :data:`PREFIX`): all of them for a
+  barrier, allreduce, allgather or alltoall; a non-root of a bcast or scatter needs its root,
+  the root of a reduce or gather needs everyone, the other side may complete with any one; a
+  scan needs the members before it.
 
 A rank is *stuck* if one rank it needs (all it could need, for ANY_SOURCE) is stuck or left the
-cell and is not doing what it needs. The deadlocked ranks are the largest set in which every
-rank is stuck (a greatest fixed point: start from every blocked rank, drop those that a rank
-outside the set may still free, until none drops). A rank computing, sleeping or in a call
-mpinb cannot see may still free anyone: it is never part of a proof, and neither is a rank
-waiting on a communicator whose members are unknown. Pure: the caller says which ranks were
-blocked long enough and which left (mpinb.client.cell_run).
+cell and is not doing what it needs. A rank that may have nonblocking requests in flight
+(``pending``) may be doing anything for anyone: it is never what keeps another rank stuck. The
+deadlocked ranks are the largest set in which every rank is stuck (a greatest fixed point: start
+from every blocked rank, drop those that a rank outside the set may still free, until none
+drops). A rank computing, sleeping or in a call mpinb cannot see may still free anyone: it is
+never part of a proof, and neither is a rank waiting on a communicator whose members are
+unknown. Pure: the caller says which ranks were blocked long enough and which left
+(mpinb.client.cell_run).
 
     >>> ring = {r: {"op": "recv", "source": (r + 1) % 3, "recvtag": 0, "comm": [0, 1, 2]} for r in range(3)}
     >>> prove(ring, left=set()).words()
@@ -29,10 +38,25 @@ import dataclasses
 from ..optable import POINT_TO_POINT  # the op table's own list: send, recv, sendrecv
 from .grouping import label
 
+#: collectives with a root: (what a non-root needs, what the root needs); "root": the root
+#: alone, "any": any one other member (a tree may route through any), "all": every member
+ROOTED = {
+    "bcast": ("root", "any"), "scatter": ("root", "any"), "scatterv": ("root", "any"),
+    "reduce": ("any", "all"), "gather": ("any", "all"), "gatherv": ("any", "all"),
+}
+#: collectives in which a member needs only the members before it (in the communicator's order)
+PREFIX = ("scan", "exscan")
+
 
 def _receiving(rec: dict) -> bool:
-    """Whether the call waits to receive (a recv, or a sendrecv whose receive is not done)."""
+    """Whether the call may wait to receive (a recv, or a sendrecv whose receive is not known
+    to be done)."""
     return rec["op"] == "recv" or (rec["op"] == "sendrecv" and not rec.get("received"))
+
+
+def _unknown_half(rec: dict) -> bool:
+    """A sendrecv of which it is not known whether it still waits to receive or to send."""
+    return rec["op"] == "sendrecv" and rec.get("received") is None
 
 
 def _sending(rec: dict) -> bool:
@@ -56,7 +80,12 @@ def needs(rank: int, rec: dict) -> tuple[str, list[int]]:
         return "none", []
     others = [m for m in comm if m != rank]
     if rec["op"] not in POINT_TO_POINT:
-        return "all", others
+        return _collective_needs(rank, rec, comm, others)
+    if _unknown_half(rec):
+        if rec.get("source") == "any":
+            return "none", []
+        peers = sorted({p for p in (rec.get("source"), rec.get("dest")) if p is not None and p != rank})
+        return ("any", peers) if peers else ("none", [])
     peer = rec.get("source") if _receiving(rec) else rec.get("dest")
     if peer == "any":
         return "any", others
@@ -65,18 +94,37 @@ def needs(rank: int, rec: dict) -> tuple[str, list[int]]:
     return "all", [peer]
 
 
-def does_its_part(peer_rec: dict | None, rank: int, rec: dict) -> bool:
+def _collective_needs(rank: int, rec: dict, comm: list, others: list[int]) -> tuple[str, list[int]]:
+    op, root = rec["op"], rec.get("root")
+    if op in ROOTED:
+        need = ROOTED[op][1] if root == rank else ROOTED[op][0]
+        if need == "root":
+            return ("all", [root]) if root is not None and root != rank else ("none", [])
+        return need, others
+    if op in PREFIX:
+        before = comm[:comm.index(rank)] if rank in comm else []
+        return ("all", before) if before else ("none", [])
+    return "all", others
+
+
+def does_its_part(peer_rec: dict | None, rank: int, rec: dict, peer: int | None = None) -> bool:
     """Whether what ``peer_rec`` (a blocked rank's call; None: it left the cell) is doing is what
-    ``rank``'s call ``rec`` waits for: the matching send, the matching receive, the same collective."""
+    ``rank``'s call ``rec`` waits for from ``peer``: the matching send, the matching receive,
+    the same collective. A peer with nonblocking requests in flight may be doing it."""
     if peer_rec is None or not _same_comm(rec, peer_rec):
         return False
+    if peer_rec.get("pending"):
+        return True
     if rec["op"] not in POINT_TO_POINT:
         return peer_rec["op"] == rec["op"] and peer_rec.get("root") == rec.get("root")
-    if _receiving(rec):
-        return (_sending(peer_rec) and peer_rec.get("dest") == rank
-                and _tag_matches(rec.get("recvtag"), peer_rec.get("sendtag")))
-    return (_receiving(peer_rec) and peer_rec.get("source") in (rank, "any")
-            and _tag_matches(peer_rec.get("recvtag"), rec.get("sendtag")))
+    sends_to_me = (_sending(peer_rec) and peer_rec.get("dest") == rank
+                   and _tag_matches(rec.get("recvtag"), peer_rec.get("sendtag")))
+    receives_mine = (_receiving(peer_rec) and peer_rec.get("source") in (rank, "any")
+                     and _tag_matches(peer_rec.get("recvtag"), rec.get("sendtag")))
+    if _unknown_half(rec):
+        return ((peer == rec.get("source") and sends_to_me)
+                or (peer == rec.get("dest") and receives_mine))
+    return sends_to_me if _receiving(rec) else receives_mine
 
 
 @dataclasses.dataclass
@@ -114,7 +162,7 @@ class Deadlock:
         if rec["op"] not in POINT_TO_POINT:
             root = f" (root {rec['root']})" if rec.get("root") is not None else ""
             return f"{subject} in {rec['op']}{root}{self._at(r)}"
-        if _receiving(rec):
+        if _receiving(rec) and (not _unknown_half(rec) or rec.get("source") == peer):
             source = "any rank" if rec.get("source") == "any" else f"rank {peer}"
             return f"{subject} to receive{tag(rec.get('recvtag'))} from {source}{self._at(r)}"
         return f"{subject} for rank {peer} to receive its send{tag(rec.get('sendtag'))}{self._at(r)}"
@@ -159,7 +207,7 @@ def prove(blocked: dict[int, dict], left: set[int], lines: dict[int, int | None]
 
     def blocker(r: int) -> int | None:
         kind, peers = needs(r, blocked[r])
-        gone = [m for m in peers if (m in stuck or m in left) and not does_its_part(stuck.get(m), r, blocked[r])]
+        gone = [m for m in peers if (m in stuck or m in left) and not does_its_part(stuck.get(m), r, blocked[r], m)]
         if kind == "all":
             return gone[0] if gone else None
         if kind == "any" and peers and len(gone) == len(peers):

@@ -7,7 +7,8 @@ to it: :func:`preload` loads it (the engine's entry point, mpinb.launch.engine, 
 :func:`start` watches the calling thread (the engine's main thread, at setup) and
 :func:`inflight` reads, from any thread, the call in flight as mpinb's own collectives describe
 theirs (``mpinb.mpi.inflight``), plus the MPI function's name. Where the watch cannot be loaded
-(``MPINB_MPI_WATCH=0``, an MPI it was not built for, mpi4py imported first), nothing changes:
+(``MPINB_MPI_WATCH=0``, no ``MPINB_LIBMPI``, an MPI it was not built for, mpi4py imported
+first), nothing changes:
 such calls are then invisible, as before, and never part of a proven deadlock.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import re
 import sys
 
 #: "0" turns the watch off
@@ -43,6 +45,7 @@ class Record(ctypes.Structure):
         ("recvtag", ctypes.c_int),
         ("root", ctypes.c_int),
         ("comm_size", ctypes.c_int),
+        ("pending", ctypes.c_int),
         ("op", ctypes.c_char_p),
         ("function", ctypes.c_char_p),
     ]
@@ -59,19 +62,32 @@ def library_path() -> str | None:
     return found[0] if found else None
 
 
+def needed_soname(path: str) -> str:
+    """The libmpi soname a shared library was linked against ('' if none is named in it)."""
+    try:
+        with open(path, "rb") as fh:
+            found = re.search(rb"libmpi[a-z_]*\.so\.\d+", fh.read())
+    except OSError:
+        return ""
+    return found.group().decode() if found else ""
+
+
 def preload() -> bool:
     """Load the watch with RTLD_GLOBAL, before mpi4py's MPI module; False (and nothing loaded)
-    when it is off, missing, too late or unloadable."""
+    when it is off, missing, too late, not told which libmpi mpi4py loads (``MPINB_LIBMPI``),
+    built for another MPI than that one, or unloadable. Its MPI goes into the process's global
+    scope, so it must be the very library mpi4py loads."""
     global _lib
     if _lib is not None:
         return True
-    path = library_path()
-    if os.environ.get(WATCH_ENV, "1") == "0" or "mpi4py.MPI" in sys.modules or path is None:
+    path, libmpi = library_path(), os.environ.get(LIBMPI_ENV, "")
+    if os.environ.get(WATCH_ENV, "1") == "0" or "mpi4py.MPI" in sys.modules or path is None or not libmpi:
+        return False
+    soname = needed_soname(path)
+    if not soname or not os.path.basename(libmpi).startswith(soname):
         return False
     try:
-        libmpi = os.environ.get(LIBMPI_ENV)
-        if libmpi:
-            ctypes.CDLL(libmpi, mode=os.RTLD_LAZY | os.RTLD_LOCAL)
+        ctypes.CDLL(libmpi, mode=os.RTLD_LAZY | os.RTLD_LOCAL)
         lib = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
     except OSError:
         return False
@@ -99,8 +115,9 @@ def _peer(value: int):
 
 def inflight(now: float) -> dict | None:
     """The watched call in flight, or None: op, call number, bytes, peer, seconds in it (``now``
-    is MPI_Wtime), whom it waits for as world ranks, the MPI function. A sendrecv reads as
-    received: the watch cannot tell whether its receive is done, and a proof must not count on it."""
+    is MPI_Wtime), whom it waits for as world ranks, the MPI function, and ``pending`` (this
+    process made a nonblocking call: it may be doing what another rank waits for). Whether a
+    sendrecv's receive is done is unknown to the watch (``received`` None)."""
     global _members
     if _lib is None:
         return None
@@ -125,6 +142,7 @@ def inflight(now: float) -> dict | None:
         "recvtag": None if record.recvtag == TAG_ANY else record.recvtag,
         "root": root,
         "comm": list(_members[:size]) if 0 < size <= MAX_MEMBERS else None,
-        "received": op == "sendrecv",
+        "received": None if op == "sendrecv" else False,
+        "pending": bool(record.pending),
         "function": record.function.decode(),
     }
