@@ -285,9 +285,9 @@ class CellRun:
                 return False  # a rank only just blocked: wait for it, so that the proof names every rank
             if rec:
                 blocked[r] = rec
-        if not blocked:
-            return False
-        left = {r for r, t in self.left_at.items() if now - t >= SETTLE and self.record(r).ok}
+        if not blocked or any(now - t < SETTLE for t in self.left_at.values()):
+            return False  # or a rank only just left: wait for it too, so that the proof names every rank
+        left = {r for r, t in self.left_at.items() if self.record(r).ok}
         lines = {r: (self.cluster.where(r) or {}).get("line") for r in blocked}
         self.deadlock = prove(blocked, left, lines)
         return self.deadlock is not None
