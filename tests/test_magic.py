@@ -379,3 +379,19 @@ def test_pull_with_images_draws_the_pulled_array(ip, capsys):
     (drawn,) = shown
     assert drawn["text/plain"] == "picture field[0, :, :]: 4x6 values, colour scale 0 to 3"
     assert "data:image/png;base64," in drawn["text/html"] and "mpinb-colourbar" in drawn["text/html"]
+
+
+def test_each_rank_s_part_is_kept_even_once_ipyparallel_purged_its_caches(ip):
+    """A rank's reply makes ipyparallel purge its caches of that message: a lookup by msg_id
+    (client.get_result, client.metadata) then finds no output, or races into a KeyError; the
+    per-rank tasks of a cell are made from the request's own futures and keep result and output."""
+    from mpinb.client.cell_run import per_rank
+
+    cluster = cluster_of(ip)
+    sent = cluster.rank_view([0, 1]).apply_async(divmod, 7, 2)
+    sent.wait(60)
+    sent.wait_for_output(10)
+    assert cluster.client.metadata[sent.msg_ids[0]].get("engine_id") is None  # purged: a lookup finds nothing
+    tasks = per_rank(sent)
+    assert [t.get(10) for t in tasks] == [(3, 1), (3, 1)]
+    assert [t.ready() and t.metadata.get("engine_id") for t in tasks] == [0, 1]

@@ -81,6 +81,19 @@ class RankTask:
         return self.metadata.get("data") or {}
 
 
+def per_rank(sent) -> list[RankTask]:
+    """One RankTask per message of ``sent`` (an AsyncResult of one request to several engines, one
+    message each, in target order), made from the message futures it holds. Looking them up by
+    msg_id instead (``client.get_result``) races with ipyparallel purging its caches as soon as
+    a reply is in: a fast rank's reply made that a KeyError."""
+    futures = sent._children  # ipyparallel's own per-message futures (AsyncResult keeps them)
+    if len(futures) != len(sent.msg_ids):
+        raise RuntimeError("mpinb: this ipyparallel's AsyncResult does not hold one future per message")
+    from ipyparallel.client.asyncresult import AsyncResult
+
+    return [RankTask(AsyncResult(sent._client, future), future.output.metadata) for future in futures]
+
+
 class CellRun:
     """One run of one cell on the chosen ranks of a cluster, in phases: submit, pump output, wait
     (timeout and grace), interrupt, settle deaths, collect. Use once, through
@@ -163,9 +176,7 @@ class CellRun:
         options = dataclasses.replace(self.options, hlo=self.options.hlo and cluster.hlo)  # none captured: none asked
         # one request for all ranks (each apply costs ~0.7 ms here), then one result per rank
         sent = cluster.rank_view(targets).apply_async(execute_cell, self.code, options, participants)
-        client = cluster.client
-        self.pending = {r: RankTask(client.get_result(msg_id, block=False, owner=True), client.metadata[msg_id])
-                        for r, msg_id in zip(targets, sent.msg_ids, strict=True)}
+        self.pending = dict(zip(targets, per_rank(sent), strict=True))
         cluster.watch(self.pending)
         self.seen = {(r, s): 0 for r in targets for s in ("stdout", "stderr")}
 
