@@ -93,7 +93,22 @@ def run(script: str, ranks: int = 1, **env) -> list[dict]:
         command = [find_launcher(loaded_mpi(), local=True), "-n", str(ranks), *command]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=120, env=environment)
     assert proc.returncode == 0, proc.stderr
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return objects(proc.stdout)
+
+
+def objects(text: str) -> list[dict]:
+    """The JSON objects the ranks printed: Open MPI's launcher may put two ranks' lines on one."""
+    decoder, out, at = json.JSONDecoder(), [], text.find("{")
+    while at >= 0:
+        obj, end = decoder.raw_decode(text, at)
+        out.append(obj)
+        at = text.find("{", end)
+    return out
+
+
+def test_the_ranks_output_is_read_however_the_launcher_joins_it():
+    assert objects('noise\n{"rank": 0}{"rank": 1, "x": {"y": 2}}\n{"rank": 2}\n') == [
+        {"rank": 0}, {"rank": 1, "x": {"y": 2}}, {"rank": 2}]
 
 
 def test_the_watch_is_built_beside_the_collective_library():
