@@ -105,10 +105,6 @@ def start() -> bool:
     return True
 
 
-def loaded() -> bool:
-    return _lib is not None
-
-
 def _peer(value: int):
     return "any" if value == PEER_ANY else None if value == PEER_NONE else value
 
