@@ -31,7 +31,7 @@ from mpi4py.libmpi cimport (
     MPI_Get_library_version, MPI_Initialized, MPI_Allreduce, MPI_Alltoall, MPI_Alltoallv,
     MPI_Allgather, MPI_Allgatherv, MPI_Bcast, MPI_Reduce, MPI_Gather, MPI_Scatter, MPI_Scan,
     MPI_Send, MPI_Recv, MPI_Sendrecv, MPI_Barrier, MPI_Reduce_scatter_block, MPI_BYTE,
-    MPI_Message, MPI_MESSAGE_NO_PROC, MPI_Mprobe, MPI_Mrecv, MPI_Request, MPI_Isend, MPI_Wait,
+    MPI_Message, MPI_MESSAGE_NO_PROC, MPI_Mprobe, MPI_Improbe, MPI_Mrecv, MPI_Request, MPI_Isend, MPI_Wait,
     MPI_KEYVAL_INVALID, MPI_Comm_get_attr, MPI_Comm_set_attr, MPI_Comm_create_keyval,
     MPI_COMM_NULL_COPY_FN, MPI_Comm_delete_attr_function, MPI_Group, MPI_Comm_group,
     MPI_Group_free, MPI_Group_translate_ranks, MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN,
@@ -254,7 +254,9 @@ cdef int matched_recv(Call* c, void* buf, int n, MPI_Datatype t, int64_t w, int 
     cdef int rc, nbytes = 0
     cdef void* scratch
     cdef char what[300]
-    rc = MPI_Mprobe(source, tag, c.comm, &msg, status)
+    rc = probe_or_withdraw(c, source, tag, &msg, status)  # ext/withdraw.pxi
+    if c.err != NULL:  # withdrawn: nothing matched
+        return rc
     if rc != MPI_SUCCESS or msg == MPI_MESSAGE_NO_PROC:
         return rc if rc != MPI_SUCCESS else MPI_Mrecv(buf, n, t, &msg, status)
     rc = MPI_Get_count(status, MPI_BYTE, &nbytes)
@@ -281,6 +283,7 @@ cdef inline void* send_ptr(const XLA_FFI_Buffer* x, const XLA_FFI_Buffer* y) noe
 
 
 include "waits.pxi"
+include "withdraw.pxi"
 include "in_place.pxi"
 include "overlap.pxi"
 include "handlers.pxi"
@@ -457,7 +460,8 @@ def inflight():
     peer (as the op names it), seconds in it, and whom it waits for as world ranks: ``source``
     and ``dest`` (``"any"`` for ANY_SOURCE, None where the op has none), ``sendtag``,
     ``recvtag`` (None for ANY_TAG), ``root``, ``comm`` (the communicator's world ranks, None
-    when unknown), ``received`` (a sendrecv whose receive is done)."""
+    when unknown), ``received`` (a sendrecv whose receive is done), ``withdrawable`` (the wake
+    signal would take the wait back: ext/withdraw.pxi)."""
     cdef int64_t call = g_calls
     cdef InFlight snap = g_inflight
     if not snap.active:
@@ -481,6 +485,9 @@ def inflight():
         "root": world_rank(snap.root, snap.members, snap.comm_size, snap.world),
         "comm": members,
         "received": bool(snap.received),
+        # a wake would take it back (ext/withdraw.pxi): a receive, or a sendrecv's receive half
+        "withdrawable": g_wake_signal != 0 and (snap.opcode == OP_RECV or (snap.opcode == OP_SENDRECV
+                                                                          and not snap.received)),
     }
     if g_calls != call or not g_inflight.active:  # it moved on while read: what was read may be stale
         return None

@@ -25,6 +25,7 @@
 
 #include <mpi.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,64 @@ static inline void mark_pending(void) {
   __atomic_store_n(&g_pending, 1, __ATOMIC_RELAXED);
 }
 
+/* ------------------------------------------------------------------ withdrawing a receive
+ * With mpinb_watch_follow_wakes, a receive on the watched thread (MPI_Recv, MPI_Probe,
+ * MPI_Mprobe: mpi4py's Recv, recv, Probe) polls instead of blocking, and gives up when the
+ * collective library's wake count moves (the notebook's signal after a proven deadlock or at
+ * the stop button: ext/withdraw.pxi, mpinb/engine/withdraw.py). Nothing was matched then, so
+ * nothing was consumed; the call returns an error code of its own (its string says what
+ * happened: mpi4py raises MPI.Exception with it). The communicator's error handler is not
+ * called: a fatal one would end the whole job, which is what freeing the rank avoids. */
+
+enum { KEPT_COMMS = 16 };
+static const long *g_wakes;          /* the library's wake count, or NULL: receives block */
+static int g_withdrawn_code = MPI_ERR_OTHER;
+static int64_t g_withdrawn;
+static MPI_Comm g_withdrawn_comms[KEPT_COMMS];
+static int g_nwithdrawn_comms;
+
+/* Withdraw receives on the watched thread when *counter moves (MPI is initialised). */
+int mpinb_watch_follow_wakes(const long *counter) {
+  int cls;
+  if (g_withdrawn_code == MPI_ERR_OTHER && PMPI_Add_error_class(&cls) == MPI_SUCCESS &&
+      PMPI_Add_error_code(cls, &g_withdrawn_code) == MPI_SUCCESS)
+    PMPI_Add_error_string(g_withdrawn_code, "mpinb: receive withdrawn before a message came (mpinb freed "
+                          "this rank: a proven deadlock or the stop button); nothing was received");
+  g_wakes = counter;
+  return g_withdrawn_code;
+}
+
+/* Receives withdrawn so far, and up to capacity handles of their communicators (as int64). */
+int64_t mpinb_watch_withdrawn(int64_t *comms, int capacity, int *ncomms) {
+  int i;
+  for (i = 0; i < g_nwithdrawn_comms && i < capacity; i++) comms[i] = (int64_t)(intptr_t)g_withdrawn_comms[i];
+  *ncomms = i;
+  return g_withdrawn;
+}
+
+static int withdrawn(MPI_Comm comm) {
+  int i;
+  g_withdrawn++;
+  for (i = 0; i < g_nwithdrawn_comms; i++)
+    if (g_withdrawn_comms[i] == comm) return g_withdrawn_code;
+  if (g_nwithdrawn_comms < KEPT_COMMS) g_withdrawn_comms[g_nwithdrawn_comms++] = comm;
+  return g_withdrawn_code;
+}
+
+static inline int withdrawable(void) { return g_wakes != NULL; }
+
+/* MPI_Mprobe (msg != NULL) or MPI_Probe that the wake withdraws. */
+static int probe_or_withdraw(int source, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *status) {
+  long seen = __atomic_load_n(g_wakes, __ATOMIC_RELAXED);
+  int flag = 0, rc;
+  for (;;) {
+    rc = msg ? PMPI_Improbe(source, tag, comm, &flag, msg, status) : PMPI_Iprobe(source, tag, comm, &flag, status);
+    if (rc != MPI_SUCCESS || flag) return rc;
+    if (__atomic_load_n(g_wakes, __ATOMIC_RELAXED) != seen) return withdrawn(comm);
+    sched_yield(); /* as MPICH's own blocking wait does: ranks may share a core */
+  }
+}
+
 /* Start watching the calling thread (the engine's main thread); 0 turns the watch off. */
 int mpinb_watch_start(int on) {
   g_main = pthread_self();
@@ -216,20 +275,36 @@ int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
         PMPI_Ssend(buf, count, type, dest, tag, comm));
 }
 
+/* A receive: matched first (withdrawable), then received from the matched message. */
+#define WATCH_RECV(name, source, tag, comm, count, type, mrecv, recv)                       \
+  do {                                                                                   \
+    MPI_Message matched;                                                                 \
+    int rc;                                                                              \
+    if (!watching()) return recv;                                                        \
+    enter("recv", name, source, NO, tag, tag, NO, comm, (int64_t)(count), type);         \
+    if (!withdrawable()) return leave(recv);                                             \
+    rc = probe_or_withdraw(source, tag, comm, &matched, status);                         \
+    return leave(rc == MPI_SUCCESS ? mrecv : rc);                                        \
+  } while (0)
+
 int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
              MPI_Status *status) {
-  WATCH("recv", "MPI_Recv", source, NO, tag, tag, NO, comm, count, type,
-        PMPI_Recv(buf, count, type, source, tag, comm, status));
+  WATCH_RECV("MPI_Recv", source, tag, comm, count, type, PMPI_Mrecv(buf, count, type, &matched, status),
+             PMPI_Recv(buf, count, type, source, tag, comm, status));
 }
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
-  WATCH("recv", "MPI_Probe", source, NO, tag, tag, NO, comm, 0, MPI_DATATYPE_NULL,
-        PMPI_Probe(source, tag, comm, status));
+  if (!watching()) return PMPI_Probe(source, tag, comm, status);
+  enter("recv", "MPI_Probe", source, NO, tag, tag, NO, comm, 0, MPI_DATATYPE_NULL);
+  return leave(withdrawable() ? probe_or_withdraw(source, tag, comm, NULL, status)
+                              : PMPI_Probe(source, tag, comm, status));
 }
 
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
-  WATCH("recv", "MPI_Mprobe", source, NO, tag, tag, NO, comm, 0, MPI_DATATYPE_NULL,
-        PMPI_Mprobe(source, tag, comm, message, status));
+  if (!watching()) return PMPI_Mprobe(source, tag, comm, message, status);
+  enter("recv", "MPI_Mprobe", source, NO, tag, tag, NO, comm, 0, MPI_DATATYPE_NULL);
+  return leave(withdrawable() ? probe_or_withdraw(source, tag, comm, message, status)
+                              : PMPI_Mprobe(source, tag, comm, message, status));
 }
 
 int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
@@ -345,8 +420,8 @@ int MPI_Ssend_c(const void *buf, MPI_Count count, MPI_Datatype type, int dest, i
 
 int MPI_Recv_c(void *buf, MPI_Count count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                MPI_Status *status) {
-  WATCH("recv", "MPI_Recv", source, NO, tag, tag, NO, comm, count, type,
-        PMPI_Recv_c(buf, count, type, source, tag, comm, status));
+  WATCH_RECV("MPI_Recv", source, tag, comm, count, type, PMPI_Mrecv_c(buf, count, type, &matched, status),
+             PMPI_Recv_c(buf, count, type, source, tag, comm, status));
 }
 
 int MPI_Sendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest, int sendtag,

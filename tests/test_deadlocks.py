@@ -1,8 +1,10 @@
 """Deadlocks end the cell by themselves on a real 3-rank cluster, with no timeout set: the view
-says the cycle (or who left the cell without calling), the engines are restarted and the setup
-cell replayed, and the next cell runs; mpinb's collectives and mpi4py's own calls alike. A rank
-that computes, or waits in a call mpinb cannot see, is never called deadlocked. The proof
-itself: tests/test_deadlock.py."""
+says the cycle (or who left the cell without calling), and the next cell runs; mpinb's
+collectives and mpi4py's own calls alike. Ranks that all wait in receives are freed where they
+wait (the receives withdrawn: the engines keep their variables, and messages that came too late
+are dropped); otherwise the engines are restarted and the setup cell replayed. A rank that
+computes, or waits in a call mpinb cannot see, is never called deadlocked. The proof itself:
+tests/test_deadlock.py."""
 
 import pytest
 from support import three_ranks
@@ -34,9 +36,32 @@ def test_a_ring_receiving_from_the_wrong_neighbour_ends_with_its_cycle(cluster):
     assert res.notes[0] == said, res.notes
     assert "deadlock (ranks 0-2)" in res.summary()
     assert said in res.text() and said in view.render_html(res)
-    assert res.restarted and "1 --setup cell replayed" in res.notes[-1], res.notes
+    assert not res.restarted, res.notes
+    assert all(res.states[r] == "failed" and "withdrawn" in res.records[r].error.evalue for r in range(3)), res.text()
+    # each rank's message went to the neighbour that did not wait for it: dropped there, said
+    assert [(m["source"], m["bytes"]) for m in res.records[1].dropped] == [(0, 16)], res.records[1].dropped
+    freed = res.notes[-1]
+    assert freed.startswith("ranks 0-2 were freed where they waited (the receive withdrawn); the engines keep "
+                            "their variables"), res.notes
+    assert "rank 1 dropped a message of 16 B from rank 0 (tag 0)" in freed and freed in res.text()
     usable(cluster)
-    assert not cluster.run_cell("kept").ok  # what was not a setup cell is gone, as the view said
+    assert cluster.run_cell("kept").records[0].result["repr"] == "42"  # the engines kept their variables
+    # the fixed ring gets its neighbours' values, not the old cell's dropped messages
+    res = cluster.run_cell("y = mpi.sendrecv(x + 10, x, source=(rank - 1) % size, dest=(rank + 1) % size)\n"
+                           "right = bool((y == (rank - 1) % size + 10).all())", show=["right"], timeout=NO_HANG)
+    assert res.ok, res.text()
+    assert [res.records[r].show["right"]["repr"] for r in range(3)] == ["True"] * 3, res.text()
+
+
+def test_a_ring_that_cannot_be_withdrawn_restarts_the_engines(cluster):
+    """A rank in a collective cannot be freed where it waits: the engines restart, the setup
+    cell is replayed, and what was not a setup cell is gone, as the view says."""
+    cluster.run_cell("kept = 42")
+    res = cluster.run_cell("if rank == 0:\n    mpi.recv(jnp.zeros(2), source=1, tag=3)\nelse:\n    mpi.barrier()",
+                           timeout=NO_HANG)
+    assert res.deadlock is not None and res.restarted and "1 --setup cell replayed" in res.notes[-1], res.notes
+    usable(cluster)
+    assert not cluster.run_cell("kept").ok
 
 
 def test_a_collective_the_others_left_without_calling(cluster):
@@ -55,6 +80,7 @@ def test_two_large_blocking_sends_to_each_other(cluster):
     res = cluster.run_cell(code, timeout=NO_HANG)
     assert res.notes[0] == ("deadlock: rank 0 waits for rank 1 to receive its send with tag 0 (line 3), "
                             "rank 1 for rank 0 to receive its send with tag 1 (line 3)"), res.notes
+    assert res.restarted, res.notes  # MPI cannot take back a send under way
     usable(cluster)
 
 
@@ -94,8 +120,9 @@ def test_a_ring_of_mpi4py_receives_ends_with_its_cycle(cluster):
     assert not res.timed_out and res.deadlock is not None, res.text()
     assert res.notes[0] == ("deadlock: rank 0 waits to receive from rank 1 (line 1), rank 1 to receive from "
                             "rank 2 (line 1), rank 2 to receive from rank 0 (line 1)"), res.notes
-    assert all(res.inflight[r]["function"] == "MPI_Mprobe" for r in range(3)), res.inflight
-    assert "blocked in MPI_Mprobe (0 B, peer 1" in res.text(), res.text()
+    assert all(res.deadlock.waits[r]["function"] == "MPI_Mprobe" for r in range(3)), res.deadlock
+    assert not res.restarted and all(res.records[r].error.ename == "Exception" for r in range(3)), res.text()
+    assert "withdrawn" in res.records[0].error.evalue, res.records[0].error
     usable(cluster)
 
 

@@ -157,7 +157,7 @@ def test_interrupt_frees_ranks_running_python(cluster):
     res = cluster.run_cell("import time\nprint('tick', flush=True)\ntime.sleep(60)", stream=stop)
     assert time.perf_counter() - stop.pressed_at < DEFAULT_GRACE + SLACK
     assert res.interrupted
-    assert all(res.records[r].error.ename == "KeyboardInterrupt" for r in range(3))
+    assert all(res.records[r].error.ename == "KeyboardInterrupt" for r in range(3)), res.text()
     usable(cluster)  # no restart needed
 
 
@@ -177,6 +177,22 @@ def test_interrupt_says_when_ranks_stay_blocked_in_mpi(cluster):
     assert note in view.render_html(res)
     cluster.restart()
     usable(cluster)
+
+
+def test_interrupt_frees_ranks_waiting_in_receives(cluster):
+    """Ranks 1 and 2 wait in receives from rank 0 (mpinb's recv, mpi4py's recv), which sleeps in
+    Python: the stop button frees all three, the receives taken back (mpinb.engine.withdraw), and
+    the next cell runs with the engines' variables, without a restart."""
+    cluster.run_cell("kept = 7")
+    stop = OnOutput("tick", [0], press_stop, lambda: inside(cluster, [1, 2], "recv"))
+    res = cluster.run_cell("import time\nif rank == 0:\n    print('tick', flush=True)\n    time.sleep(60)\n"
+                           "elif rank == 1:\n    mpi.recv(jnp.zeros(2), source=0, tag=5)\n"
+                           "else:\n    MPI.COMM_WORLD.recv(source=0, tag=6)", stream=stop)
+    assert time.perf_counter() - stop.pressed_at < DEFAULT_GRACE + SLACK
+    assert res.interrupted and all(res.states[r] == "failed" for r in range(3)), res.text()
+    assert "blocked inside MPI" not in res.text()
+    usable(cluster)
+    assert cluster.run_cell("kept").records[0].result["repr"] == "7"
 
 
 @pytest.mark.parametrize(("how", "cause"), [

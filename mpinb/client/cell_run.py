@@ -16,6 +16,7 @@ from ..analysis.deadlock import prove
 from ..options import CellOptions, parse_ranks
 from ..view.words import way_out
 from ..wire.records import ErrorInfo, RankRecord
+from . import freeing
 from .result import CellResult
 
 #: seconds the other ranks get to finish once one failed or died
@@ -25,6 +26,9 @@ OUTPUT_WAIT = 30.0
 #: a deadlock is proven only from ranks blocked in the same call this long, and ranks that
 #: left the cell this long ago (a message on its way has arrived by then)
 SETTLE = 1.0
+#: seconds after the stop button's SIGINT before ranks still waiting in a receive are woken
+#: (two signals at once can make Python miss the SIGINT: MPICluster.wake)
+WAKE_AFTER = 0.3
 #: a blocked rank's report counts only if its engine refreshed it this recently (it does every 0.2 s)
 FRESH = 1.0
 
@@ -148,13 +152,23 @@ class CellRun:
             self.wait()
         except KeyboardInterrupt:
             self.interrupt()
+        freed = self.free_in_place()
         self.drain_output()
         elapsed = time.perf_counter() - self.t0
         self.settle_deaths()
         result = self.collect(elapsed)
-        if self.deadlock is not None and self.options.deadlock == "restart":
-            self.free_deadlocked(result)
+        if freed:
+            freeing.say_freed(result, freed)
+        elif self.deadlock is not None and self.options.deadlock == "restart":
+            freeing.restart_after_deadlock(self.cluster, result)
         return result
+
+    def free_in_place(self) -> list[int]:
+        """After a proven deadlock (``--deadlock restart``), free the ranks where they wait if
+        each waits in a receive that can be withdrawn (mpinb.client.freeing); the ranks freed."""
+        if self.deadlock is None or self.options.deadlock != "restart":
+            return []
+        return freeing.withdraw_receives(self)
 
     # ----------------------------------------------------------------------- submit
     def claim_cluster(self) -> None:
@@ -253,7 +267,7 @@ class CellRun:
                 return
             if self._deadlock_proven(now):
                 return
-            self._wait_a_little()
+            self.wait_a_little()
             self.pump_output()
 
     def _liveness_due(self, now: float) -> bool:
@@ -311,22 +325,7 @@ class CellRun:
         self.waits[r] = (rec.get("call"), rec.get("seconds"), moved)
         return "comm" in rec and (rec.get("seconds") or 0.0) >= SETTLE and now - moved <= FRESH
 
-    def free_deadlocked(self, result: CellResult) -> None:
-        """Restart the engines (replaying the setup cells): ranks blocked inside MPI cannot be
-        freed otherwise, and the next cell must run. Says so in the result's notes."""
-        from ..view.words import restart_words
-
-        cluster = self.cluster
-        replayed = len(cluster.setup_cells)
-        try:
-            cluster.restart(replay_setup=True)
-        except Exception as exc:  # noqa: BLE001 - said in the view; the cell's own result stands
-            result.notes.append(f"restarting the engines after the deadlock failed ({exc}): run %mpijax restart")
-            return
-        result.notes.append("to free them, " + restart_words(cluster.n, cluster.start_seconds or 0.0, replayed, True))
-        result.restarted = True
-
-    def _wait_a_little(self) -> None:
+    def wait_a_little(self) -> None:
         """Block up to ``poll`` seconds on the first unfinished rank."""
         unfinished = [ar for ar in self.pending.values() if not ar.ready()]
         if unfinished:
@@ -334,11 +333,19 @@ class CellRun:
 
     # ----------------------------------------------------------------------- interrupt
     def interrupt(self) -> None:
-        """SIGINT the target ranks (the stop button) and give them the grace period to stop."""
+        """SIGINT the target ranks (the stop button) and give them the grace period to stop; wake
+        those that still wait in a receive after WAKE_AFTER (mpinb.engine.withdraw)."""
         self.interrupted = True
         self.cluster.interrupt(self.targets)
-        end = time.perf_counter() + self.grace
-        while time.perf_counter() < end and not self.all_ready():
+        start = time.perf_counter()
+        woken = False
+        while time.perf_counter() < start + self.grace and not self.all_ready():
+            if not woken and time.perf_counter() > start + WAKE_AFTER:
+                woken = True
+                waiting = [r for r, task in self.pending.items()
+                           if not task.ready() and (self.cluster.inflight(r) or {}).get("withdrawable")]
+                if waiting:
+                    self.cluster.wake(waiting)
             time.sleep(self.poll)
 
     # ----------------------------------------------------------------------- deaths
@@ -368,7 +375,7 @@ class CellRun:
                 states[r] = "finished" if rec.ok else "failed"
         running = [r for r, s in states.items() if s == "running"]
         if self.deadlock is not None and self.options.deadlock == "restart" and not self.dead:
-            notes = [self.deadlock.words()]  # the restart that follows frees them (free_deadlocked)
+            notes = [self.deadlock.words()]  # what follows frees them (mpinb.client.freeing)
         else:
             notes = self._job_notes(running, inflight, where)
             if self.deadlock is not None:

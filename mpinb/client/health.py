@@ -69,8 +69,24 @@ class ClusterHealth:
 
     def interrupt(self, ranks=None) -> None:
         """SIGINT the engines (the notebook's stop button). A rank in Python stops with
-        KeyboardInterrupt; a rank blocked inside MPI stays blocked (see inflight)."""
+        KeyboardInterrupt; a rank blocked inside MPI stays blocked (see inflight), unless it waits
+        in a receive and is then woken (``wake``: the stop button does, mpinb.client.cell_run)."""
         self._signal_engines(signal.SIGINT, ranks)
+
+    def can_wake(self) -> bool:
+        """Whether every engine takes back a waiting receive when woken (mpinb.engine.withdraw)."""
+        return bool(self.engines) and all(e.get("wake_signal") for e in self.engines)
+
+    def wake(self, ranks=None) -> bool:
+        """Send the engines the wake signal: a rank waiting in a receive takes it back and its cell
+        fails there (mpinb.engine.withdraw). False, sending nothing, if some engine cannot be woken
+        (its setup named no signal: the signal's default action would end it). Never right after
+        another signal: Linux gives a signal sent to a process whose main thread has one pending
+        to another thread, and Python's sleep then misses a SIGINT."""
+        if not self.can_wake():
+            return False
+        self._signal_engines(self.engines[0]["wake_signal"], ranks)
+        return True
 
     def _signal_engines(self, sig: int, ranks=None) -> None:
         """Send ``sig`` to engines through ipyparallel: each engine's nanny, on the engine's own

@@ -53,6 +53,7 @@ class Record(ctypes.Structure):
 
 _lib = None
 _members = None
+_following = False  # follow_wakes() was called: receives are withdrawable
 
 
 def library_path() -> str | None:
@@ -93,6 +94,10 @@ def preload() -> bool:
         return False
     lib.mpinb_watch_start.argtypes = [ctypes.c_int]
     lib.mpinb_watch_read.argtypes = [ctypes.POINTER(Record), ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+    lib.mpinb_watch_follow_wakes.argtypes = [ctypes.c_void_p]
+    lib.mpinb_watch_withdrawn.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int,
+                                          ctypes.POINTER(ctypes.c_int)]
+    lib.mpinb_watch_withdrawn.restype = ctypes.c_int64
     _lib = lib
     return True
 
@@ -105,6 +110,34 @@ def start() -> bool:
     return True
 
 
+def follow_wakes(address: int) -> bool:
+    """Withdraw the watched thread's receives when the wake count at ``address`` (the collective
+    library's, ext/withdraw.pxi) moves; False without the watch. MPI must be initialised."""
+    global _following
+    if _lib is None:
+        return False
+    _lib.mpinb_watch_follow_wakes(address)
+    _following = True
+    return True
+
+
+def _withdrawals() -> tuple[int, list[int]]:
+    comms = (ctypes.c_int64 * 16)()
+    n = ctypes.c_int(0)
+    count = _lib.mpinb_watch_withdrawn(comms, 16, ctypes.byref(n)) if _lib is not None else 0
+    return count, list(comms[: n.value])
+
+
+def withdrawn() -> int:
+    """Receives the watch withdrew so far (0 without the watch)."""
+    return _withdrawals()[0]
+
+
+def withdrawn_comms() -> list[int]:
+    """Handles of the communicators of the receives the watch withdrew."""
+    return _withdrawals()[1]
+
+
 def _peer(value: int):
     return "any" if value == PEER_ANY else None if value == PEER_NONE else value
 
@@ -113,7 +146,8 @@ def inflight(now: float) -> dict | None:
     """The watched call in flight, or None: op, call number, bytes, peer, seconds in it (``now``
     is MPI_Wtime), whom it waits for as world ranks, the MPI function, and ``pending`` (this
     process made a nonblocking call: it may be doing what another rank waits for). Whether a
-    sendrecv's receive is done is unknown to the watch (``received`` None)."""
+    sendrecv's receive is done is unknown to the watch (``received`` None). ``withdrawable``: a
+    receive that the wake signal would take back (mpinb.engine.withdraw)."""
     global _members
     if _lib is None:
         return None
@@ -140,5 +174,6 @@ def inflight(now: float) -> dict | None:
         "comm": list(_members[:size]) if 0 < size <= MAX_MEMBERS else None,
         "received": None if op == "sendrecv" else False,
         "pending": bool(record.pending),
+        "withdrawable": _following and op == "recv",
         "function": record.function.decode(),
     }

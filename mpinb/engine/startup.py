@@ -1,6 +1,7 @@
 """An engine's start (engine side): the per-rank HLO dump directory (set before JAX
 initialises), the collective library loaded in checked mode, MPICH's shared-memory name
-unlinked, faulthandler's file, the MPI watch started on the thread that runs cells, and the
+unlinked, faulthandler's file, the MPI watch started on the thread that runs cells, the signal
+that withdraws a waiting receive (mpinb.engine.withdraw), and the
 thread that publishes, while a cell runs, which MPI call this rank is blocked in (an mpinb
 collective, or a call the program makes itself: mpinb.engine.mpi_watch; mpinb.wire.status).
 """
@@ -17,7 +18,7 @@ import time
 
 from ..wire.status import fault_path, status_message
 from . import devices as devices_module
-from . import jax_processes, mpi_watch, stall
+from . import jax_processes, mpi_watch, stall, withdraw
 from .hlo_capture import forget_hlo_modules
 from .state import STATE
 
@@ -88,6 +89,7 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
     STATE.hlo_ok, STATE.cells, STATE.running = bool(dump) and not jax_was_loaded, 0, None
     forget_hlo_modules()
     watched = mpi_watch.start()  # this thread runs the cells
+    wake = withdraw.install()  # a signal frees this rank from a receive (mpinb.engine.withdraw)
     if status_dir:
         os.makedirs(status_dir, exist_ok=True)
         STATE.fault_file = open(fault_path(status_dir, rank), "w")  # noqa: SIM115 - lives with the engine
@@ -103,6 +105,7 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
         "jax": jax.__version__,
         "hlo_capture": STATE.hlo_ok,
         "mpi_watch": watched,
+        "wake_signal": wake,
         "checked": checked,
         "shm_unlinked": unlinked,
         **jax_processes.describe(jax_distributed, local_devices),
