@@ -92,8 +92,9 @@ def cell_parser() -> _Parser:
     p.add_argument("--images", action="store_true", help="draw 2-D arrays among the shown values as images")
     p.add_argument("--setup", action="store_true", help="replay this cell after %%mpijax restart")
     p.add_argument("--deadlock", choices=DEADLOCK_CHOICES, default="restart",
-                   help="once ranks are proven to wait for each other forever: end the cell and restart the "
-                        "engines, replaying --setup cells (restart, the default); end it and leave them blocked "
+                   help="once ranks are proven to wait for each other forever: end the cell and free them, "
+                        "taking their receives back where all wait in one, else restarting the engines and "
+                        "replaying --setup cells (restart, the default); end it and leave them blocked "
                         "(keep); or seek no proof and wait (off)")
     p.add_argument("--by-rank", action="store_true",
                    help="show every rank in full (default: ranks with the same output grouped)")

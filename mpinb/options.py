@@ -31,7 +31,9 @@ class CellOptions:
     images: draw the 2-D values among the shown ones.
     setup: replay the cell after a restart (kept only if it ran on every rank without error).
     deadlock: what a proven deadlock does (mpinb.analysis.deadlock): ``"restart"`` ends the cell
-        and restarts the engines, replaying the setup cells, so that the next cell runs;
+        and frees the ranks, so that the next cell runs: where every blocked rank waits in a
+        receive, the receives are taken back and the engines keep their variables
+        (mpinb.client.freeing), else the engines restart, replaying the setup cells;
         ``"keep"`` ends the cell and leaves the ranks blocked (to look at them, then
         ``%mpijax restart``); ``"off"``: no proof is sought, the cell waits (for its timeout).
     label, header: how tracebacks name the cell (``In[5]``: ``Cell In[5], line 4``) and the

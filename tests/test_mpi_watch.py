@@ -85,6 +85,56 @@ else:
 print(json.dumps({"rank": rank, **out}))
 """
 
+WITHDRAWN = PRELUDE + """
+import os
+import jax.numpy as jnp
+from mpinb import mpi
+from mpinb.engine import withdraw
+mpi.default_comm()  # collective: both ranks
+signum = withdraw.install()
+out = {"rank": rank, "signal": signum}
+
+def withdrawn(name, call):
+    # call waits in a receive that never comes; the wake signal (from another thread, as the
+    # engine's nanny would send it) takes it back: what the watch said meanwhile, what was raised
+    seen = []
+    def poke():
+        time.sleep(0.5)
+        seen.append(mpi_watch.inflight(MPI.Wtime()))
+        os.kill(os.getpid(), signum)
+    thread = threading.Thread(target=poke)
+    thread.start()
+    try:
+        call()
+        out[name] = {"raised": None}
+    except Exception as exc:
+        out[name] = {"raised": type(exc).__name__, "words": str(exc), "watched": seen[0] if seen else None}
+    thread.join()
+
+if rank == 0:
+    withdrawn("Recv", lambda: world.Recv(np.empty(3), source=1, tag=7))
+    withdrawn("recv", lambda: world.recv(source=1, tag=8))
+    withdrawn("Probe", lambda: world.Probe(source=MPI.ANY_SOURCE, tag=9))
+    withdrawn("mpinb", lambda: mpi.recv(jnp.zeros(3), source=1, tag=10))
+world.Barrier()
+if rank == 1:
+    world.Send(np.ones(3), dest=0, tag=7)  # what the withdrawn receives waited for, too late
+    world.send("late", dest=0, tag=8)
+    mpi.send(jnp.ones(3), dest=0, tag=10)
+world.Barrier()
+if rank == 0:
+    out["withdrawn"] = withdraw.withdrawn()
+    out["dropped"] = withdraw.drop_stale(0)
+world.Barrier()
+if rank == 1:
+    world.Send(np.full(3, 5.0), dest=0, tag=7)
+else:
+    fresh = np.empty(3)
+    world.Recv(fresh, source=1, tag=7)  # waits (polling) for the message, gets this one
+    out["fresh"] = fresh.tolist()
+print(json.dumps(out))
+"""
+
 
 def run(script: str, ranks: int = 1, **env) -> list[dict]:
     environment = {**os.environ, mpi_watch.LIBMPI_ENV: loaded_mpi().path, **env}
@@ -148,3 +198,20 @@ def test_the_watch_stays_out_when_off_or_too_late(how):
         script = "import mpi4py.MPI\n" + script
     (out,) = run(script, **({mpi_watch.WATCH_ENV: "0"} if how == "off" else {}))
     assert out == {"loaded": False, "started": False}
+
+
+def test_a_wake_signal_takes_waiting_receives_back_and_late_messages_are_dropped():
+    """mpi4py's Recv, recv and Probe (through the watch) and mpinb's recv, each waiting for a
+    message that has not come, fail when the wake signal comes (mpinb.engine.withdraw); the
+    messages that come later are dropped, not received by the next receive, which gets its own."""
+    outs = {o["rank"]: o for o in run(WITHDRAWN, ranks=2)}
+    out = outs[0]
+    assert out["signal"] is not None
+    for name in ("Recv", "recv", "Probe"):
+        assert out[name]["raised"] == "Exception" and "withdrawn" in out[name]["words"], out[name]
+        assert out[name]["watched"]["op"] == "recv" and out[name]["watched"]["withdrawable"] is True
+    assert out["mpinb"]["raised"] in ("JaxRuntimeError", "XlaRuntimeError"), out["mpinb"]  # JAX renamed it
+    assert "receive from rank 1 (tag 10) withdrawn before a message came" in out["mpinb"]["words"]
+    assert out["withdrawn"] == 4
+    assert sorted((m["source"], m["tag"]) for m in out["dropped"]) == [(1, 7), (1, 8), (1, 10)], out["dropped"]
+    assert out["fresh"] == [5.0, 5.0, 5.0]

@@ -53,6 +53,7 @@ class ClusterHealth:
             "start_s": round(self.start_seconds or 0.0, 2),
             "hlo_capture": all(e.get("hlo_capture") for e in self.engines),
             "mpi_watch": all(e.get("mpi_watch") for e in self.engines),
+            "withdraw": self.can_wake(),
             "pids": [e["pid"] for e in self.engines],
             "hosts": sorted({e["host"] for e in self.engines}),
             "setup_cells": len(self.setup_cells),
