@@ -33,9 +33,10 @@ from mpi4py.libmpi cimport (
     MPI_Send, MPI_Recv, MPI_Sendrecv, MPI_Barrier, MPI_Reduce_scatter_block, MPI_BYTE,
     MPI_Message, MPI_MESSAGE_NO_PROC, MPI_Mprobe, MPI_Improbe, MPI_Mrecv, MPI_Request, MPI_Isend, MPI_Wait,
     MPI_KEYVAL_INVALID, MPI_Comm_get_attr, MPI_Comm_set_attr, MPI_Comm_create_keyval,
-    MPI_COMM_NULL_COPY_FN, MPI_Comm_delete_attr_function, MPI_Group, MPI_Comm_group,
+    MPI_COMM_NULL, MPI_COMM_NULL_COPY_FN, MPI_Comm_delete_attr_function, MPI_Group, MPI_Comm_group,
     MPI_Group_free, MPI_Group_translate_ranks, MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN,
-    MPI_Query_thread, MPI_THREAD_MULTIPLE, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR,
+    MPI_Query_thread, MPI_THREAD_MULTIPLE, MPI_Test, MPI_Count, MPI_Get_elements_x, MPI_Type_contiguous,
+    MPI_Type_commit, MPI_Type_free, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR,
 )
 from xla_ffi cimport *
 
@@ -77,6 +78,8 @@ cdef struct InFlight:
     const int* members   # the communicator's world ranks, NULL for COMM_WORLD or unknown
     bint world
     bint received        # a sendrecv's receive is done: it waits for its send only
+    bint agreeing        # in checked mode's signature exchange, before the op (ext/checked.pxi)
+    MPI_Comm comm
 
 cdef pthread_mutex_t g_lock
 pthread_mutex_init(&g_lock, NULL)
@@ -160,6 +163,7 @@ cdef int enter(Call* c, int64_t nbytes, int peer) noexcept nogil:
     the caller returns finish()) when the ranks disagree."""
     global g_calls
     cdef int check = op_check(c.opcode)
+    cdef int rc
     pthread_mutex_lock(&g_lock)
     c.locked = True
     if c.f != NULL:  # a handed-off call has no frame (ext/overlap.pxi: only with huge pages off)
@@ -174,8 +178,11 @@ cdef int enter(Call* c, int64_t nbytes, int peer) noexcept nogil:
     record_waits(c)
     g_inflight.active = 1
     if g_checked and check != CHECK_NOTHING and c.f != NULL:
-        return check_agreement(c, checked_buffer(c), check == CHECK_TRAILING,
-                               c.root if op_attributes(c.opcode) & ATTR_ROOT else -1)
+        g_inflight.agreeing = 1
+        rc = check_agreement(c, checked_buffer(c), check == CHECK_TRAILING,
+                             c.root if op_attributes(c.opcode) & ATTR_ROOT else -1)
+        g_inflight.agreeing = 0
+        return rc
     return 0
 
 
@@ -461,7 +468,8 @@ def inflight():
     and ``dest`` (``"any"`` for ANY_SOURCE, None where the op has none), ``sendtag``,
     ``recvtag`` (None for ANY_TAG), ``root``, ``comm`` (the communicator's world ranks, None
     when unknown), ``received`` (a sendrecv whose receive is done), ``withdrawable`` (the wake
-    signal would take the wait back: ext/withdraw.pxi)."""
+    signal would take the wait back: ext/withdraw.pxi), ``joinable`` ("world" or "default":
+    the communicator whose signature exchange the others can join to free it, else None)."""
     cdef int64_t call = g_calls
     cdef InFlight snap = g_inflight
     if not snap.active:
@@ -488,6 +496,9 @@ def inflight():
         # a wake would take it back (ext/withdraw.pxi): a receive, or a sendrecv's receive half
         "withdrawable": g_wake_signal != 0 and (snap.opcode == OP_RECV or (snap.opcode == OP_SENDRECV
                                                                           and not snap.received)),
+        # in checked mode's signature exchange on a communicator every engine holds: the ranks
+        # that left the cell can join that exchange to free this one (ext/withdraw.pxi)
+        "joinable": joinable_name(snap) if g_wake_signal != 0 else None,
     }
     if g_calls != call or not g_inflight.active:  # it moved on while read: what was read may be stale
         return None

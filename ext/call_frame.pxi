@@ -31,6 +31,7 @@ cdef struct Call:
     double t0
     int64_t nbytes
     bint locked
+    bint withdrawn              # its receive was withdrawn (ext/withdraw.pxi)
     XLA_FFI_Error* err
 
 

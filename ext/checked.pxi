@@ -11,6 +11,7 @@ cdef enum:
     SIG_LEN = 12
     SIG_DIMS = 5
     SIG_MAGIC = 0x6d70696e62
+    JOIN_MAGIC = 0x6a6f696e  # a rank that joins only to free the others (ext/withdraw.pxi)
 
 cdef int g_checked = 0
 cdef int g_counter_keyval = MPI_KEYVAL_INVALID
@@ -117,6 +118,13 @@ cdef int check_agreement(Call* c, const XLA_FFI_Buffer* b, bint trailing_only,
     if rc != MPI_SUCCESS:
         free(every)
         return fail(c, XLA_FFI_Error_Code_INTERNAL, b"checked mode: signature exchange failed")
+    for i in range(c.size):
+        if every[i * SIG_LEN + S_MAGIC] == JOIN_MAGIC:
+            free(every)
+            snprintf(what, sizeof(what), b"withdrawn before it ran: rank %d of its communicator (and any other "
+                     b"that left the cell without calling it) joined only to free this rank (mpinb freed it: "
+                     b"a proven deadlock or the stop button); nothing was exchanged", i)
+            return fail(c, XLA_FFI_Error_Code_ABORTED, what)
     for i in range(c.size):
         for j in range(SIG_LEN):
             if every[i * SIG_LEN + j] != every[j]:

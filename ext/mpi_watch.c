@@ -170,36 +170,41 @@ static inline void mark_pending(void) {
 
 /* ------------------------------------------------------------------ withdrawing a receive
  * With mpinb_watch_follow_wakes, a receive on the watched thread (MPI_Recv, MPI_Probe,
- * MPI_Mprobe: mpi4py's Recv, recv, Probe) polls instead of blocking, and gives up when the
- * collective library's wake count moves (the notebook's signal after a proven deadlock or at
- * the stop button: ext/withdraw.pxi, mpinb/engine/withdraw.py). Nothing was matched then, so
+ * MPI_Mprobe: mpi4py's Recv, recv, Probe) polls instead of blocking, and gives up once the
+ * collective library's wake count differs from its value when the cell started (the
+ * notebook's signal after a proven deadlock or at the stop button: ext/withdraw.pxi,
+ * mpinb/engine/withdraw.py). Nothing was matched then, so
  * nothing was consumed; the call returns an error code of its own (its string says what
  * happened: mpi4py raises MPI.Exception with it). The communicator's error handler is not
  * called: a fatal one would end the whole job, which is what freeing the rank avoids. */
 
 enum { KEPT_COMMS = 16 };
 static const long *g_wakes;          /* the library's wake count, or NULL: receives block */
+static const long *g_wake_base;      /* its value when the current cell started */
 static int g_withdrawn_code = MPI_ERR_OTHER;
 static int64_t g_withdrawn;
 static MPI_Comm g_withdrawn_comms[KEPT_COMMS];
 static int g_nwithdrawn_comms;
 
-/* Withdraw receives on the watched thread when *counter moves (MPI is initialised). */
-int mpinb_watch_follow_wakes(const long *counter) {
+/* Withdraw receives on the watched thread once *counter differs from *base (MPI is initialised). */
+int mpinb_watch_follow_wakes(const long *counter, const long *base) {
   int cls;
   if (g_withdrawn_code == MPI_ERR_OTHER && PMPI_Add_error_class(&cls) == MPI_SUCCESS &&
       PMPI_Add_error_code(cls, &g_withdrawn_code) == MPI_SUCCESS)
     PMPI_Add_error_string(g_withdrawn_code, "mpinb: receive withdrawn before a message came (mpinb freed "
                           "this rank: a proven deadlock or the stop button); nothing was received");
+  g_wake_base = base;
   g_wakes = counter;
   return g_withdrawn_code;
 }
 
-/* Receives withdrawn so far, and up to capacity handles of their communicators (as int64). */
-int64_t mpinb_watch_withdrawn(int64_t *comms, int capacity, int *ncomms) {
+/* Receives withdrawn so far, and up to capacity handles of their communicators (as int64),
+ * forgotten if forget is set. */
+int64_t mpinb_watch_withdrawn(int64_t *comms, int capacity, int *ncomms, int forget) {
   int i;
   for (i = 0; i < g_nwithdrawn_comms && i < capacity; i++) comms[i] = (int64_t)(intptr_t)g_withdrawn_comms[i];
   *ncomms = i;
+  if (forget) g_nwithdrawn_comms = 0;
   return g_withdrawn;
 }
 
@@ -216,12 +221,12 @@ static inline int withdrawable(void) { return g_wakes != NULL; }
 
 /* MPI_Mprobe (msg != NULL) or MPI_Probe that the wake withdraws. */
 static int probe_or_withdraw(int source, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *status) {
-  long seen = __atomic_load_n(g_wakes, __ATOMIC_RELAXED);
   int flag = 0, rc;
   for (;;) {
     rc = msg ? PMPI_Improbe(source, tag, comm, &flag, msg, status) : PMPI_Iprobe(source, tag, comm, &flag, status);
     if (rc != MPI_SUCCESS || flag) return rc;
-    if (__atomic_load_n(g_wakes, __ATOMIC_RELAXED) != seen) return withdrawn(comm);
+    if (__atomic_load_n(g_wakes, __ATOMIC_RELAXED) != __atomic_load_n(g_wake_base, __ATOMIC_RELAXED))
+      return withdrawn(comm);
     sched_yield(); /* as MPICH's own blocking wait does: ranks may share a core */
   }
 }

@@ -64,6 +64,7 @@ cdef void record_waits(Call* c) noexcept nogil:
     g_inflight.members = comm_members(c.comm, c.size)
     g_inflight.world = c.comm == MPI_COMM_WORLD
     g_inflight.received = 0
+    g_inflight.comm = c.comm
 
 
 cdef object world_rank(int r, const int* members, int size, bint world):

@@ -94,28 +94,35 @@ mpi.default_comm()  # collective: both ranks
 signum = withdraw.install()
 out = {"rank": rank, "signal": signum}
 
-def withdrawn(name, call):
+def withdrawn(name, call, new_cell=True):
     # call waits in a receive that never comes; the wake signal (from another thread, as the
     # engine's nanny would send it) takes it back: what the watch said meanwhile, what was raised
+    # (in the same cell as a wake, without a new one: a receive fails at once)
     seen = []
     def poke():
         time.sleep(0.5)
         seen.append(mpi_watch.inflight(MPI.Wtime()))
         os.kill(os.getpid(), signum)
     thread = threading.Thread(target=poke)
-    thread.start()
+    if new_cell:
+        withdraw.begin_cell()
+        thread.start()
+    t0 = time.perf_counter()
     try:
         call()
         out[name] = {"raised": None}
     except Exception as exc:
-        out[name] = {"raised": type(exc).__name__, "words": str(exc), "watched": seen[0] if seen else None}
-    thread.join()
+        out[name] = {"raised": type(exc).__name__, "words": str(exc), "watched": seen[0] if seen else None,
+                     "seconds": time.perf_counter() - t0}
+    if new_cell:
+        thread.join()
 
 if rank == 0:
     withdrawn("Recv", lambda: world.Recv(np.empty(3), source=1, tag=7))
     withdrawn("recv", lambda: world.recv(source=1, tag=8))
     withdrawn("Probe", lambda: world.Probe(source=MPI.ANY_SOURCE, tag=9))
     withdrawn("mpinb", lambda: mpi.recv(jnp.zeros(3), source=1, tag=10))
+    withdrawn("again", lambda: world.Recv(np.empty(3), source=1, tag=11), new_cell=False)
 world.Barrier()
 if rank == 1:
     world.Send(np.ones(3), dest=0, tag=7)  # what the withdrawn receives waited for, too late
@@ -124,8 +131,9 @@ if rank == 1:
 world.Barrier()
 if rank == 0:
     out["withdrawn"] = withdraw.withdrawn()
-    out["dropped"] = withdraw.drop_stale(0)
+    out["dropped"] = withdraw.drop_left()
 world.Barrier()
+withdraw.begin_cell()
 if rank == 1:
     world.Send(np.full(3, 5.0), dest=0, tag=7)
 else:
@@ -212,6 +220,8 @@ def test_a_wake_signal_takes_waiting_receives_back_and_late_messages_are_dropped
         assert out[name]["watched"]["op"] == "recv" and out[name]["watched"]["withdrawable"] is True
     assert out["mpinb"]["raised"] in ("JaxRuntimeError", "XlaRuntimeError"), out["mpinb"]  # JAX renamed it
     assert "receive from rank 1 (tag 10) withdrawn before a message came" in out["mpinb"]["words"]
-    assert out["withdrawn"] == 4
-    assert sorted((m["source"], m["tag"]) for m in out["dropped"]) == [(1, 7), (1, 8), (1, 10)], out["dropped"]
+    assert out["again"]["raised"] == "Exception" and out["again"]["seconds"] < 0.4, out["again"]
+    assert out["withdrawn"] == 5
+    dropped, more = out["dropped"]
+    assert sorted((m["source"], m["tag"]) for m in dropped) == [(1, 7), (1, 8), (1, 10)] and more == 0, dropped
     assert out["fresh"] == [5.0, 5.0, 5.0]

@@ -260,6 +260,7 @@ def test_hangs():
     assert "swapped 4000000 values" in swap_fixed and "deadlock" not in swap_fixed
     branch = texts(cells[6])
     assert "deadlock: rank 0 waits in allreduce (line 3); rank 1 left the cell without calling it" in branch, branch
+    assert "rank 0 was freed where it waited" in branch and "replayed" not in branch, branch
     assert "total 1.0" in texts(cells[7])
     tag = texts(cells[8])
     assert ("deadlock: rank 1 waits to receive with tag 2 from rank 0 (line 5); rank 0 left the cell without "

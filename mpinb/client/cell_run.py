@@ -114,8 +114,9 @@ class CellRun:
     grace: once a rank failed or died, seconds the others get to finish before the result is
         reported (fail fast instead of waiting for ranks blocked in a collective).
 
-    KeyboardInterrupt (the notebook's stop button) interrupts the engines and reports which
-    ranks stay blocked inside MPI. ClusterBusy while ranks still run an earlier cell,
+    KeyboardInterrupt (the notebook's stop button) interrupts the engines, frees those waiting
+    in a receive or a checked collective's exchange where it can (mpinb.client.freeing), and
+    reports which ranks stay blocked inside MPI. ClusterBusy while ranks still run an earlier cell,
     ClusterLost once the MPI job ended."""
 
     #: seconds between two checks of which engines are gone
@@ -141,6 +142,7 @@ class CellRun:
         self.waits: dict[int, tuple] = {}          # rank -> (call, seconds, when the seconds last moved)
         self.left_at: dict[int, float] = {}        # rank -> when its result was first seen
         self.last_proof: float | None = None
+        self.woken: list[int] = []                 # ranks the stop button freed where they waited
         self.report = state_reporter(stream)      # stream.state, if the stream shows states
 
     def run(self) -> CellResult:
@@ -152,23 +154,26 @@ class CellRun:
             self.wait()
         except KeyboardInterrupt:
             self.interrupt()
-        freed = self.free_in_place()
+        try:
+            freed = self.free_in_place()
+        except KeyboardInterrupt:  # the stop button while they were being freed: restart instead
+            freed = []
         self.drain_output()
         elapsed = time.perf_counter() - self.t0
         self.settle_deaths()
         result = self.collect(elapsed)
-        if freed:
-            freeing.say_freed(result, freed)
-        elif self.deadlock is not None and self.options.deadlock == "restart":
+        if self.deadlock is not None and not freed and self.options.deadlock == "restart":
             freeing.restart_after_deadlock(self.cluster, result)
+        else:
+            freeing.tidy_after(self, result, freed, self.woken)
         return result
 
     def free_in_place(self) -> list[int]:
-        """After a proven deadlock (``--deadlock restart``), free the ranks where they wait if
-        each waits in a receive that can be withdrawn (mpinb.client.freeing); the ranks freed."""
+        """After a proven deadlock (``--deadlock restart``), free the ranks where they wait if each
+        can be (mpinb.client.freeing); the ranks freed."""
         if self.deadlock is None or self.options.deadlock != "restart":
             return []
-        return freeing.withdraw_receives(self)
+        return freeing.free_in_place(self)
 
     # ----------------------------------------------------------------------- submit
     def claim_cluster(self) -> None:
@@ -333,8 +338,9 @@ class CellRun:
 
     # ----------------------------------------------------------------------- interrupt
     def interrupt(self) -> None:
-        """SIGINT the target ranks (the stop button) and give them the grace period to stop; wake
-        those that still wait in a receive after WAKE_AFTER (mpinb.engine.withdraw)."""
+        """SIGINT the target ranks (the stop button) and give them the grace period to stop: after
+        WAKE_AFTER, those still waiting in a receive are woken, and at the end of it the ranks
+        still waiting are freed where they wait if all can be (mpinb.client.freeing)."""
         self.interrupted = True
         self.cluster.interrupt(self.targets)
         start = time.perf_counter()
@@ -342,11 +348,10 @@ class CellRun:
         while time.perf_counter() < start + self.grace and not self.all_ready():
             if not woken and time.perf_counter() > start + WAKE_AFTER:
                 woken = True
-                waiting = [r for r, task in self.pending.items()
-                           if not task.ready() and (self.cluster.inflight(r) or {}).get("withdrawable")]
-                if waiting:
-                    self.cluster.wake(waiting)
+                self.woken = freeing.wake_receivers(self)
             time.sleep(self.poll)
+        if not self.all_ready():
+            self.woken += freeing.free_in_place(self)
 
     # ----------------------------------------------------------------------- deaths
     def settle_deaths(self) -> None:

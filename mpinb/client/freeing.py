@@ -1,51 +1,139 @@
-"""Freeing ranks after a proven deadlock (client side), keeping what can be kept.
+"""Freeing ranks that wait forever (client side), keeping what can be kept: after a proven
+deadlock, and at the stop button.
 
-If every rank still running waits in a receive that can be withdrawn (mpinb's recv or
-sendrecv, mpi4py's Recv/recv/Probe with the MPI watch: the in-flight record says
-``withdrawable``), the ranks are sent the wake signal (mpinb.engine.withdraw): each takes its
-receive back and fails with an error saying so, the cell ends, and the engines keep their
-variables. Otherwise, or if a rank does not come back within ``WITHDRAW_WAIT`` (a sendrecv
-whose large send cannot be taken back), the engines are restarted, replaying the setup cells.
+Two ways free a rank where it waits, so that its cell fails there and the engine keeps its
+variables (mpinb.engine.withdraw):
+- a rank waiting in a receive (mpinb's recv or sendrecv; mpi4py's Recv, recv or Probe with the
+  MPI watch; its in-flight record says ``withdrawable``) is sent the wake signal and takes the
+  receive back;
+- a rank waiting in checked mode's signature exchange of an mpinb collective on COMM_WORLD or
+  mpinb's clone (``joinable``) is freed by the communicator's other ranks, once idle, joining
+  that exchange to say that they will not call it: the collective fails before it ran.
+After a deadlock this is done only if every rank still running can be freed so; otherwise, or
+if a rank does not come back within ``WITHDRAW_WAIT`` (a sendrecv whose large send cannot be
+taken back), the engines are restarted, replaying the setup cells.
 """
 
 from __future__ import annotations
 
 import time
 
-from ..view.words import freed_words, restart_words
+from ..view.words import dropped_words, freed_words, restart_words
 from .result import CellResult
 
-#: seconds the woken ranks get to come back before the engines are restarted instead
+#: seconds the freed ranks get to come back before the engines are restarted instead
 WITHDRAW_WAIT = 3.0
+#: seconds the ranks get to drop what was left unreceived (mpinb.engine.withdraw.LIMIT, and more)
+DROP_WAIT = 15.0
 
 
-def withdrawable(run) -> list[int]:
-    """The ranks of ``run`` (a CellRun) still running, if each waits in a withdrawable receive
-    and every engine can be woken; else an empty list."""
-    running = [r for r, task in run.pending.items() if not task.ready()]
-    records = {r: run.cluster.inflight(r) for r in running}
-    if not running or not all(rec and rec.get("withdrawable") for rec in records.values()):
-        return []
-    return running if run.cluster.can_wake() else []
+def _running(run) -> list[int]:
+    return [r for r, task in run.pending.items() if not task.ready()]
 
 
-def withdraw_receives(run) -> list[int]:
-    """Wake the deadlocked ranks of ``run`` where they wait in receives; the ranks freed (all the
-    running ones, once each came back) or an empty list (none woken, or one did not come back)."""
-    running = withdrawable(run)
-    if not running:
-        return []
-    run.cluster.wake(running)
+def plan(run) -> tuple[list[int], dict[tuple, list[int]]] | None:
+    """How the ranks of ``run`` (a CellRun) still running can all be freed where they wait: (the
+    ranks to wake, {(communicator, its world ranks): the ranks waiting in its exchange}), or
+    None if one of them cannot be, or an engine cannot be woken."""
+    running = _running(run)
+    if not running or not run.cluster.can_wake():
+        return None
+    receivers, groups = [], {}
+    for r in running:
+        record = run.cluster.inflight(r) or {}
+        if record.get("withdrawable"):
+            receivers.append(r)
+        elif record.get("joinable") and record.get("comm"):
+            groups.setdefault((record["joinable"], tuple(record["comm"])), []).append(r)
+        else:
+            return None
+    return receivers, groups
+
+
+def _come_back(run, ranks, joins=()) -> bool:
+    """Wait up to WITHDRAW_WAIT for ``ranks`` to finish their cell and ``joins`` to be done."""
     end = time.perf_counter() + WITHDRAW_WAIT
-    while time.perf_counter() < end and not run.all_ready():
+    while time.perf_counter() < end:
+        if all(run.pending[r].ready() for r in ranks) and all(j.ready() for j in joins):
+            return True
         run.wait_a_little()
+    return False
+
+
+def join_collectives(run, groups: dict[tuple, list[int]]) -> bool:
+    """Have the idle ranks of each communicator join the exchange its waiting ranks are in;
+    whether every waiting rank came back."""
+    joins, waiting = [], []
+    for (comm, members), ranks in groups.items():
+        joiners = [m for m in members if m not in ranks]
+        if any(m in run.pending and not run.pending[m].ready() for m in joiners):
+            return False  # a member still runs something else: it cannot join
+        joins.append(run.cluster.join(joiners, comm))
+        waiting += ranks
+    return _come_back(run, waiting, joins)
+
+
+def free_in_place(run) -> list[int]:
+    """Free every rank of ``run`` still running where it waits (see the module docstring); the
+    ranks freed, or an empty list when that cannot be done for all of them."""
+    planned = plan(run)
+    if planned is None:
+        return []
+    receivers, groups = planned
+    running = _running(run)
+    if receivers:
+        run.cluster.wake(receivers)
+        if not _come_back(run, receivers):
+            return []
+    if groups and not join_collectives(run, groups):
+        return []
     return running if run.all_ready() else []
 
 
-def say_freed(result: CellResult, freed: list[int]) -> None:
-    """Say in the result's notes which ranks were freed in place, and what they dropped."""
-    dropped = {r: rec.dropped for r, rec in result.records.items() if rec is not None and rec.dropped}
+def tidy_after(run, result: CellResult, freed: list[int], woken: list[int]) -> None:
+    """After a cell whose ranks were freed in place (``freed``: a deadlock's, all of them) or
+    woken by the stop button (``woken``), once every rank is idle: drop what was left
+    unreceived, and say it."""
+    if not (freed or woken) or not run.all_ready():
+        return
+    dropped = drop_left(run)
+    if freed:
+        say_freed(result, freed, dropped)
+    else:
+        say_dropped(result, dropped)
+
+
+def wake_receivers(run) -> list[int]:
+    """The stop button's part: wake the ranks still waiting in a receive (the others may stop
+    by themselves, or stay blocked: free_in_place can then still free them); the ranks woken."""
+    waiting = [r for r in _running(run) if (run.cluster.inflight(r) or {}).get("withdrawable")]
+    if waiting and run.cluster.wake(waiting):
+        return waiting
+    return []
+
+
+def drop_left(run) -> dict[int, tuple[list[dict], int]]:
+    """Once ranks were freed and every rank of ``run`` is idle, have each drop the messages left
+    unreceived (mpinb.engine.withdraw.drop_left); {rank: (messages, how many more)} for the
+    ranks that dropped any."""
+    ranks = sorted(run.pending)
+    try:
+        results = run.cluster.drop_left(ranks).get(timeout=DROP_WAIT)
+    except Exception:  # noqa: BLE001 - a rank that cannot drop keeps them: said nowhere, as before
+        return {}
+    return {r: (list(messages), more) for r, (messages, more) in zip(ranks, results, strict=True)
+            if messages or more}
+
+
+def say_freed(result: CellResult, freed: list[int], dropped: dict) -> None:
+    """Say in the result's notes which ranks were freed in place, and what was dropped."""
     result.notes.append(freed_words(freed, dropped))
+
+
+def say_dropped(result: CellResult, dropped: dict) -> None:
+    """Say in the result's notes what the ranks dropped after the stop button freed some."""
+    if dropped:
+        result.notes.append(dropped_words(dropped))
 
 
 def restart_after_deadlock(cluster, result: CellResult) -> None:

@@ -78,6 +78,20 @@ class ClusterHealth:
         """Whether every engine takes back a waiting receive when woken (mpinb.engine.withdraw)."""
         return bool(self.engines) and all(e.get("wake_signal") for e in self.engines)
 
+    def join(self, ranks, comm: str):
+        """Have the idle ``ranks`` join the signature exchange that the others wait in on ``comm``
+        ("world" or "default"), to free them (mpinb.engine.withdraw.join); its AsyncResult."""
+        from ..engine.withdraw import join
+
+        return self.rank_view(sorted(ranks)).apply_async(join, comm)
+
+    def drop_left(self, ranks):
+        """Have the idle ``ranks`` drop the messages left unreceived after ranks were freed
+        (mpinb.engine.withdraw.drop_left); its AsyncResult."""
+        from ..engine.withdraw import drop_left
+
+        return self.rank_view(sorted(ranks)).apply_async(drop_left)
+
     def wake(self, ranks=None) -> bool:
         """Send the engines the wake signal: a rank waiting in a receive takes it back and its cell
         fails there (mpinb.engine.withdraw). False, sending nothing, if some engine cannot be woken

@@ -3,8 +3,7 @@ interactive namespace under the cell's file name (mpinb.wire.cells), with ``--co
 pass first (mpinb.engine.passes); the record returned (mpinb.wire.records): value and
 ``--show`` summaries, error with an IPython-style traceback (mpinb.engine.tracebacks), elapsed
 time, the optimized HLO compiled during the cell (mpinb.engine.hlo_capture), the collectives'
-timeline, ``--compare``'s comparisons and hints (mpinb.engine.traces), the messages dropped after a
-withdrawn receive (mpinb.engine.withdraw). stdout/stderr are not
+timeline, ``--compare``'s comparisons and hints (mpinb.engine.traces). stdout/stderr are not
 captured: ipyparallel streams them to the notebook while the cell runs.
 """
 
@@ -35,12 +34,11 @@ def execute_cell(code: str, options: CellOptions, participants: tuple[int, ...] 
     lib = library.load()
     lib.set_participants(participants)
     calls_before, wall0, mpi0 = lib.counters()["calls"], time.time(), lib.wtime()
-    withdrawn_before = withdraw.withdrawn()
+    withdraw.begin_cell()  # only a wake from now on frees this cell's receives
     try:
         filename = cell_filename(cell_no)
         STATE.cell_labels[filename] = options.label or filename
         record = _run(code, filename, options)
-        record.dropped = withdraw.drop_stale(withdrawn_before)  # a receive was withdrawn: what came late
         traces.note_traces(namespace())
         events, record.timeline_dropped = lib.timeline(calls_before)
         record.timeline = [(e["op"], wall0 + e["t0"] - mpi0, wall0 + e["t1"] - mpi0, e["bytes"], e["peer"])

@@ -94,9 +94,9 @@ def preload() -> bool:
         return False
     lib.mpinb_watch_start.argtypes = [ctypes.c_int]
     lib.mpinb_watch_read.argtypes = [ctypes.POINTER(Record), ctypes.POINTER(ctypes.c_int), ctypes.c_int]
-    lib.mpinb_watch_follow_wakes.argtypes = [ctypes.c_void_p]
+    lib.mpinb_watch_follow_wakes.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.mpinb_watch_withdrawn.argtypes = [ctypes.POINTER(ctypes.c_int64), ctypes.c_int,
-                                          ctypes.POINTER(ctypes.c_int)]
+                                          ctypes.POINTER(ctypes.c_int), ctypes.c_int]
     lib.mpinb_watch_withdrawn.restype = ctypes.c_int64
     _lib = lib
     return True
@@ -110,32 +110,33 @@ def start() -> bool:
     return True
 
 
-def follow_wakes(address: int) -> bool:
-    """Withdraw the watched thread's receives when the wake count at ``address`` (the collective
-    library's, ext/withdraw.pxi) moves; False without the watch. MPI must be initialised."""
+def follow_wakes(counter: int, base: int) -> bool:
+    """Withdraw the watched thread's receives once the wake count at address ``counter`` differs
+    from its value at the cell's start at ``base`` (the collective library's: ext/withdraw.pxi);
+    False without the watch. MPI must be initialised."""
     global _following
     if _lib is None:
         return False
-    _lib.mpinb_watch_follow_wakes(address)
+    _lib.mpinb_watch_follow_wakes(counter, base)
     _following = True
     return True
 
 
-def _withdrawals() -> tuple[int, list[int]]:
+def _withdrawals(forget: bool) -> tuple[int, list[int]]:
     comms = (ctypes.c_int64 * 16)()
     n = ctypes.c_int(0)
-    count = _lib.mpinb_watch_withdrawn(comms, 16, ctypes.byref(n)) if _lib is not None else 0
+    count = _lib.mpinb_watch_withdrawn(comms, 16, ctypes.byref(n), int(forget)) if _lib is not None else 0
     return count, list(comms[: n.value])
 
 
 def withdrawn() -> int:
     """Receives the watch withdrew so far (0 without the watch)."""
-    return _withdrawals()[0]
+    return _withdrawals(False)[0]
 
 
-def withdrawn_comms() -> list[int]:
-    """Handles of the communicators of the receives the watch withdrew."""
-    return _withdrawals()[1]
+def take_withdrawn_comms() -> list[int]:
+    """Handles of the communicators of the receives the watch withdrew since the last call."""
+    return _withdrawals(True)[1]
 
 
 def _peer(value: int):

@@ -5,13 +5,16 @@ through ipyparallel (``MPICluster.wake``) after a proven deadlock and at the sto
 rank waiting in one of mpinb's receives (recv, sendrecv's receive half: ext/withdraw.pxi), or,
 with the MPI watch, in mpi4py's ``Recv``/``recv``/``Probe`` (ext/mpi_watch.c), then takes the
 receive back and fails with an error saying so: the cell ends there and the engine keeps its
-variables. Sends and collectives cannot be taken back in MPI; a rank blocked in one still
-needs a restart.
+variables. A rank waiting in checked mode's signature exchange of an mpinb collective on
+COMM_WORLD or mpinb's clone of it, for ranks that left the cell without calling it, is freed by
+those ranks joining that exchange to say so (``join``): the collective then fails on it before
+it ran. Sends under way and collectives past the exchange cannot be taken back in MPI; a rank
+blocked in one still needs a restart.
 
-A message that a withdrawn receive was waiting for may come later, and a later cell's receive
-would take it for its own: at the end of a cell in which a receive was withdrawn, this rank
-drops what is waiting on the communicators involved (``drop_stale``), and the record says what
-was dropped.
+A freed cell can leave messages that no receive took, and a later cell's receive would take
+them for its own: once the ranks are free, the notebook has every rank of the cell drop what
+waits on COMM_WORLD, mpinb's clone of it and the communicators of withdrawn receives
+(``drop_left``), and says what was dropped.
 
 ``MPINB_WITHDRAW=0`` leaves receives blocking in MPI as before (a deadlock then restarts).
 """
@@ -25,8 +28,8 @@ ENV = "MPINB_WITHDRAW"
 #: the signal that withdraws a waiting receive: a real-time one, which neither MPI, Python nor
 #: ipyparallel uses (None where the platform has none: receives are then never withdrawn)
 WAKE_SIGNAL: int | None = int(signal.SIGRTMIN) + 4 if hasattr(signal, "SIGRTMIN") else None
-#: seconds without a new message before dropping stops
-QUIET = 0.2
+#: seconds without a new message before dropping stops, and at most in all
+QUIET, LIMIT = 0.2, 5.0
 
 
 def install() -> int | None:
@@ -35,12 +38,22 @@ def install() -> int | None:
     if os.environ.get(ENV, "1") == "0" or WAKE_SIGNAL is None:
         return None
     from mpinb.mpi import library
+    from mpinb.mpi.validation import default_comm, handle_of
 
-    library.load().install_wake(WAKE_SIGNAL)
     from . import mpi_watch
 
-    mpi_watch.follow_wakes(library.load().wake_counter_address())
+    lib = library.load()
+    lib.install_wake(WAKE_SIGNAL)
+    lib.set_default_comm(handle_of(default_comm()))
+    mpi_watch.follow_wakes(*lib.wake_addresses())
     return WAKE_SIGNAL
+
+
+def begin_cell() -> None:
+    """A cell starts here: only a wake from now on withdraws its receives."""
+    from mpinb.mpi import library
+
+    library.load().begin_cell()
 
 
 def withdrawn() -> int:
@@ -52,12 +65,10 @@ def withdrawn() -> int:
     return library.load().withdrawals()["count"] + mpi_watch.withdrawn()
 
 
-def drop_stale(before: int) -> list[dict]:
-    """If receives were withdrawn since the count was ``before``, drop the messages waiting on
-    COMM_WORLD, mpinb's default communicator and the withdrawn receives' communicators; what
-    was dropped ({"source", "tag", "bytes"} each). Nothing when none was withdrawn."""
-    if withdrawn() == before:
-        return []
+def drop_left() -> tuple[list[dict], int]:
+    """Drop the messages waiting on COMM_WORLD, mpinb's clone of it and the communicators of the
+    receives withdrawn since the last call, with those a withdrawn sendrecv drained: ({"source",
+    "tag", "bytes"} each, how many more were dropped than listed)."""
     from mpi4py import MPI
 
     from mpinb.mpi import library
@@ -68,5 +79,18 @@ def drop_stale(before: int) -> list[dict]:
     lib = library.load()
     handles = {handle_of(MPI.COMM_WORLD), handle_of(default_comm())}
     handles.update(lib.withdrawals()["comms"])
-    handles.update(mpi_watch.withdrawn_comms())
-    return lib.drop_stale(sorted(handles), QUIET)
+    handles.update(mpi_watch.take_withdrawn_comms())
+    return lib.drop_stale(sorted(handles), QUIET, LIMIT)
+
+
+def join(comm: str) -> bool:
+    """Join the signature exchange that ranks of ``comm`` ("world" or "default": mpinb's clone)
+    wait in for this rank, to free them (ext/withdraw.pxi). True once done."""
+    from mpi4py import MPI
+
+    from mpinb.mpi import library
+    from mpinb.mpi.validation import default_comm, handle_of
+
+    handle = handle_of(MPI.COMM_WORLD if comm == "world" else default_comm())
+    library.load().join_agreement(handle)
+    return True

@@ -178,22 +178,29 @@ def restart_words(n: int, seconds: float, setup_cells: int, replayed: bool) -> s
     return said + (f", {cells} replayed" if replayed else f"; {cells} not replayed (--no-replay)")
 
 
-def freed_words(freed: list[int], dropped: dict[int, list[dict]]) -> str:
-    """How the ranks of a deadlock were freed in place (mpinb.client.freeing): their receives
-    withdrawn, the engines' variables kept, and the messages each dropped afterwards."""
+def freed_words(freed: list[int], dropped: dict[int, tuple[list[dict], int]]) -> str:
+    """How the ranks of a deadlock were freed in place (mpinb.client.freeing: each rank's error
+    says how), the engines' variables kept, and the messages dropped afterwards."""
     said = (f"{label(freed)} {'were' if len(freed) > 1 else 'was'} freed where {'they' if len(freed) > 1 else 'it'} "
-            "waited (the receive withdrawn); the engines keep their variables")
-    if not dropped:
-        return said
+            "waited; the engines keep their variables")
+    return said + ("; " + dropped_words(dropped) if dropped else "")
+
+
+def dropped_words(dropped: dict[int, tuple[list[dict], int]]) -> str:
+    """The messages left unreceived that the ranks dropped once freed (mpinb.engine.withdraw),
+    one part per rank: its first message, and how many more."""
     parts = []
     for r in sorted(dropped):
-        messages = dropped[r]
-        first = messages[0]
-        source = f"rank {first['source']}" if first["source"] is not None else "an unknown rank"
-        more = f" and {len(messages) - 1} more" if len(messages) > 1 else ""
-        parts.append(f"rank {r} dropped a message of {first['bytes']} B from {source} (tag {first['tag']}){more}")
-    return said + "; messages that came too late were dropped, so that a later receive cannot take them: " + \
-        ", ".join(parts)
+        messages, more = dropped[r]
+        more += max(0, len(messages) - 1)
+        if messages:
+            first = messages[0]
+            source = f"rank {first['source']}" if first["source"] is not None else "an unknown rank"
+            part = f"rank {r} dropped a message of {first['bytes']} B from {source} (tag {first['tag']})"
+        else:
+            part = f"rank {r} dropped messages"
+        parts.append(part + (f" and {more} more" if more and messages else f" ({more})" if more else ""))
+    return "messages left unreceived were dropped, so that a later receive cannot take them: " + ", ".join(parts)
 
 
 def way_out(running, inflight: dict, where: dict, replayed: int) -> list[str]:

@@ -58,6 +58,3 @@ class RankRecord:
     # the engine process went away while running the cell (no record of the cell: the client
     # made this one from ipyparallel's EngineError)
     engine_died: bool = dataclasses.field(default=False, kw_only=True)
-    # messages this rank dropped at the end of a cell in which one of its receives was withdrawn
-    # (mpinb.engine.withdraw): {"source" (world rank or None), "tag", "bytes"} each
-    dropped: list[dict] = dataclasses.field(default_factory=list, kw_only=True)
