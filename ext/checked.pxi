@@ -14,6 +14,7 @@ cdef enum:
     JOIN_MAGIC = 0x6a6f696e  # a rank that joins only to free the others (ext/withdraw.pxi)
 
 cdef int g_checked = 0
+cdef int64_t g_freed = 0  # calls freed where they waited: receives withdrawn, exchanges joined (ext/withdraw.pxi)
 cdef int g_counter_keyval = MPI_KEYVAL_INVALID
 
 # signature fields
@@ -93,6 +94,7 @@ cdef void describe_sig(const int64_t* s, char* out, int n) noexcept nogil:
 cdef int check_agreement(Call* c, const XLA_FFI_Buffer* b, bint trailing_only,
                          int64_t root) noexcept nogil:
     """Collective signature exchange; 0 if every rank agrees, else 1 with c.err set."""
+    global g_freed
     cdef int64_t mine[SIG_LEN]
     cdef int64_t* every
     cdef int i, j, other = -1
@@ -121,6 +123,7 @@ cdef int check_agreement(Call* c, const XLA_FFI_Buffer* b, bint trailing_only,
     for i in range(c.size):
         if every[i * SIG_LEN + S_MAGIC] == JOIN_MAGIC:
             free(every)
+            g_freed += 1
             snprintf(what, sizeof(what), b"withdrawn before it ran: rank %d of its communicator (and any other "
                      b"that left the cell without calling it) joined only to free this rank (mpinb freed it: "
                      b"a proven deadlock or the stop button); nothing was exchanged", i)

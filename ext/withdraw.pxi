@@ -102,7 +102,7 @@ cdef void remember_comm(MPI_Comm comm) noexcept nogil:
 
 cdef void note_withdrawn(Call* c, int source, int tag) noexcept nogil:
     """Fail the call with the words of a withdrawn receive and remember its communicator."""
-    global g_withdrawn
+    global g_withdrawn, g_freed
     cdef char what[300]
     cdef char whom[40]
     cdef char which[24]
@@ -122,6 +122,7 @@ cdef void note_withdrawn(Call* c, int source, int tag) noexcept nogil:
     fail(c, XLA_FFI_Error_Code_ABORTED, what)
     c.withdrawn = True
     g_withdrawn += 1
+    g_freed += 1
     remember_comm(c.comm)
 
 
@@ -275,6 +276,12 @@ def wake_addresses():
 def begin_cell():
     """A cell starts: only a wake from now on withdraws receives."""
     mpinb_begin_cell()
+
+
+def freed():
+    """Calls of this process freed where they waited so far (receives withdrawn, signature
+    exchanges joined by ranks that left the cell)."""
+    return g_freed
 
 
 def withdrawals():

@@ -93,7 +93,7 @@ def cell_parser() -> _Parser:
     p.add_argument("--setup", action="store_true", help="replay this cell after %%mpijax restart")
     p.add_argument("--deadlock", choices=DEADLOCK_CHOICES, default="restart",
                    help="once ranks are proven to wait for each other forever: end the cell and free them, "
-                        "taking their receives back where all wait in one, else restarting the engines and "
+                        "where all wait in receives or checked mpinb collectives, else restarting the engines and "
                         "replaying --setup cells (restart, the default); end it and leave them blocked "
                         "(keep); or seek no proof and wait (off)")
     p.add_argument("--by-rank", action="store_true",

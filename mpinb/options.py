@@ -32,7 +32,8 @@ class CellOptions:
     setup: replay the cell after a restart (kept only if it ran on every rank without error).
     deadlock: what a proven deadlock does (mpinb.analysis.deadlock): ``"restart"`` ends the cell
         and frees the ranks, so that the next cell runs: where every blocked rank waits in a
-        receive, the receives are taken back and the engines keep their variables
+        receive or in an mpinb collective's checked exchange on COMM_WORLD or mpinb's own
+        communicator, they are freed there and the engines keep their variables
         (mpinb.client.freeing), else the engines restart, replaying the setup cells;
         ``"keep"`` ends the cell and leaves the ranks blocked (to look at them, then
         ``%mpijax restart``); ``"off"``: no proof is sought, the cell waits (for its timeout).

@@ -21,11 +21,12 @@
 # rank waits in (the op, the peer, the tag, the communicator) and which ranks have left the
 # cell, and once that proves that no rank can ever move on, it ends the cell by itself, with no
 # timeout, and says why in one sentence. Then it frees the ranks: where every blocked rank
-# waits in a receive or in a collective that the others left the cell without calling, mpinb
-# takes the receives back and has the others tell the collective they will not come (each
+# waits in a receive or in an mpinb collective that the others left the cell without calling,
+# mpinb takes the receives back and has the others tell the collective they will not come (each
 # rank's cell fails there, with the line), and the engines keep their variables; a rank blocked
-# in a send under way cannot be freed that way, so the engines are restarted and the `--setup`
-# cell replayed (about ten seconds). The view says which. Each hang below is run, diagnosed, then fixed.
+# in a send under way (or in mpi4py's own collectives) cannot be freed that way, so the engines
+# are restarted and the `--setup` cell replayed (about ten seconds). The view says which.
+# Each hang below is run, diagnosed, then fixed.
 #
 # The hang cells use `--no-raise`: a deadlocked cell fails (so that Run All stops at it), and
 # this notebook means to go on.

@@ -52,6 +52,16 @@ def test_a_ring_receiving_from_the_wrong_neighbour_ends_with_its_cycle(cluster):
     assert [res.records[r].show["right"]["repr"] for r in range(3)] == ["True"] * 3, res.text()
 
 
+def test_a_cell_freed_in_its_eager_pass_does_not_wait_again_in_its_jitted_pass(cluster):
+    """--compare runs the cell eagerly, then jitted: freed in the first, it is not run again (its
+    receive would wait again, and the freeing would end in a restart)."""
+    res = cluster.run_cell("got = mpi.recv(jnp.zeros(2), source=(rank + 1) % size, tag=4)", compare=True,
+                           timeout=NO_HANG)
+    assert res.deadlock is not None and not res.restarted, res.notes
+    assert all("withdrawn" in res.records[r].error.evalue for r in range(3)), res.text()
+    usable(cluster)
+
+
 def test_a_ring_of_large_sendrecvs_is_freed_too(cluster):
     """Messages too large to be sent eagerly: once a rank's receive is taken back, it still owns
     a send that its neighbour, also freed, receives only by draining: then every send completes,

@@ -140,7 +140,7 @@ else:
     fresh = np.empty(3)
     world.Recv(fresh, source=1, tag=7)  # waits (polling) for the message, gets this one
     out["fresh"] = fresh.tolist()
-print(json.dumps(out))
+    print(json.dumps(out), flush=True)  # rank 0 alone: the launcher may cut a long line by another's
 """
 
 

@@ -115,8 +115,8 @@ class CellRun:
         reported (fail fast instead of waiting for ranks blocked in a collective).
 
     KeyboardInterrupt (the notebook's stop button) interrupts the engines, frees those waiting
-    in a receive or a checked collective's exchange where it can (mpinb.client.freeing), and
-    reports which ranks stay blocked inside MPI. ClusterBusy while ranks still run an earlier cell,
+    in a receive (mpinb.client.freeing), and reports which ranks stay blocked inside MPI.
+    ClusterBusy while ranks still run an earlier cell,
     ClusterLost once the MPI job ended."""
 
     #: seconds between two checks of which engines are gone
@@ -156,7 +156,7 @@ class CellRun:
             self.interrupt()
         try:
             freed = self.free_in_place()
-        except KeyboardInterrupt:  # the stop button while they were being freed: restart instead
+        except (Exception, KeyboardInterrupt):  # noqa: BLE001 - e.g. the stop button meanwhile: restart instead
             freed = []
         self.drain_output()
         elapsed = time.perf_counter() - self.t0
@@ -339,19 +339,21 @@ class CellRun:
     # ----------------------------------------------------------------------- interrupt
     def interrupt(self) -> None:
         """SIGINT the target ranks (the stop button) and give them the grace period to stop: after
-        WAKE_AFTER, those still waiting in a receive are woken, and at the end of it the ranks
-        still waiting are freed where they wait if all can be (mpinb.client.freeing)."""
+        WAKE_AFTER, those still waiting in a receive are woken (mpinb.client.freeing). A rank
+        in a collective is not freed here: the ranks that stopped may still have jitted work
+        under way, which a join would race (joins follow a proof only)."""
         self.interrupted = True
         self.cluster.interrupt(self.targets)
         start = time.perf_counter()
         woken = False
-        while time.perf_counter() < start + self.grace and not self.all_ready():
-            if not woken and time.perf_counter() > start + WAKE_AFTER:
-                woken = True
-                self.woken = freeing.wake_receivers(self)
-            time.sleep(self.poll)
-        if not self.all_ready():
-            self.woken += freeing.free_in_place(self)
+        try:
+            while time.perf_counter() < start + self.grace and not self.all_ready():
+                if not woken and time.perf_counter() > start + WAKE_AFTER:
+                    woken = True
+                    self.woken = freeing.wake_receivers(self)
+                time.sleep(self.poll)
+        except KeyboardInterrupt:  # pressed again: report what is known now
+            pass
 
     # ----------------------------------------------------------------------- deaths
     def settle_deaths(self) -> None:

@@ -1,5 +1,5 @@
 """Freeing ranks that wait forever (client side), keeping what can be kept: after a proven
-deadlock, and at the stop button.
+deadlock, and (receives only) at the stop button.
 
 Two ways free a rank where it waits, so that its cell fails there and the engine keeps its
 variables (mpinb.engine.withdraw):
@@ -55,8 +55,12 @@ def _come_back(run, ranks, joins=()) -> bool:
     end = time.perf_counter() + WITHDRAW_WAIT
     while time.perf_counter() < end:
         if all(run.pending[r].ready() for r in ranks) and all(j.ready() for j in joins):
-            return True
-        run.wait_a_little()
+            return all(j.get(0) for j in joins)  # a joiner that refused (busy) freed no one
+        unfinished = [j for j in joins if not j.ready()]
+        if unfinished and run.all_ready():
+            unfinished[0].wait(run.poll)
+        else:
+            run.wait_a_little()
     return False
 
 

@@ -56,6 +56,16 @@ def begin_cell() -> None:
     library.load().begin_cell()
 
 
+def freed() -> int:
+    """Calls of this process freed where they waited so far: mpinb's receives and collectives,
+    and, with the watch, mpi4py's receives."""
+    from mpinb.mpi import library
+
+    from . import mpi_watch
+
+    return library.load().freed() + mpi_watch.withdrawn()
+
+
 def withdrawn() -> int:
     """Receives withdrawn in this process so far (mpinb's own and, with the watch, mpi4py's)."""
     from mpinb.mpi import library
@@ -77,6 +87,8 @@ def drop_left() -> tuple[list[dict], int]:
     from . import mpi_watch
 
     lib = library.load()
+    if lib.inflight() is not None:  # a call of this rank's is under way: its messages are not left over
+        return [], 0
     handles = {handle_of(MPI.COMM_WORLD), handle_of(default_comm())}
     handles.update(lib.withdrawals()["comms"])
     handles.update(mpi_watch.take_withdrawn_comms())
@@ -85,12 +97,16 @@ def drop_left() -> tuple[list[dict], int]:
 
 def join(comm: str) -> bool:
     """Join the signature exchange that ranks of ``comm`` ("world" or "default": mpinb's clone)
-    wait in for this rank, to free them (ext/withdraw.pxi). True once done."""
+    wait in for this rank, to free them (ext/withdraw.pxi). True once done; False, joining
+    nothing, while a collective of this rank's own is under way."""
     from mpi4py import MPI
 
     from mpinb.mpi import library
     from mpinb.mpi.validation import default_comm, handle_of
 
+    lib = library.load()
+    if lib.inflight() is not None:  # this rank's own collective under way (jitted work left running)
+        return False
     handle = handle_of(MPI.COMM_WORLD if comm == "world" else default_comm())
-    library.load().join_agreement(handle)
+    lib.join_agreement(handle)
     return True
