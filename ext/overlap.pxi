@@ -76,7 +76,8 @@ cdef XLA_FFI_Error* sendrecv_run(Call* c, Transfer* t) noexcept nogil:
             sent = finish_send_draining(c.comm, &sending)
         else:
             sent = MPI_Wait(&sending, MPI_STATUS_IGNORE)  # always: MPI reads the operand until then
-        rc = rc if rc != MPI_SUCCESS else sent
+        if c.err == NULL:  # else the receive's own error (withdrawn, too long) is the one told
+            rc = rc if rc != MPI_SUCCESS else sent
     finish(c, rc, b"MPI_Sendrecv")
     return check_received(c, t.status, t.tr, t.nr)
 
