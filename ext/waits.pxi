@@ -67,15 +67,21 @@ cdef void record_waits(Call* c) noexcept nogil:
     g_inflight.comm = c.comm
 
 
+cdef int to_world(int r, const int* members, int size, bint world) noexcept nogil:
+    """A rank of a communicator (its world ranks ``members``) as a world rank; -1 for
+    ANY_SOURCE, PROC_NULL, no peer or a rank that cannot be translated (all negative or out of
+    range)."""
+    if r < 0 or r >= size:
+        return -1
+    if world:
+        return r
+    return members[r] if members != NULL else -1
+
+
 cdef object world_rank(int r, const int* members, int size, bint world):
     """A rank of the call's communicator as a world rank: 'any' for ANY_SOURCE, None for
     PROC_NULL, no peer or a rank that cannot be translated."""
     if r == MPI_ANY_SOURCE:
         return "any"
-    if r == NO_PEER or r == MPI_PROC_NULL or r < 0 or r >= size:
-        return None
-    if world:
-        return r
-    if members == NULL:
-        return None
-    return members[r]
+    cdef int w = to_world(r, members, size, world)
+    return w if w >= 0 else None

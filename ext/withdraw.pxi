@@ -67,7 +67,6 @@ cdef struct Dropped:
     int64_t nbytes
 
 cdef int g_wake_signal = 0    # install_wake()'s signal; 0: receives block in MPI_Mprobe
-cdef int64_t g_withdrawn = 0  # receives withdrawn so far in this process
 cdef MPI_Comm g_withdrawn_comms[KEPT_COMMS]
 cdef int g_nwithdrawn_comms = 0
 cdef Dropped g_drained[KEPT_DROPS]
@@ -80,13 +79,9 @@ cdef double DRAIN_LIMIT = 2.0  # seconds a withdrawn sendrecv drains its communi
 cdef int world_of(MPI_Comm comm, int r) noexcept nogil:
     """A rank of comm as a world rank, -1 if unknown (ANY_SOURCE, PROC_NULL, untranslatable)."""
     cdef int size = 0
-    cdef const int* members
-    if r < 0 or MPI_Comm_size(comm, &size) != MPI_SUCCESS or r >= size:
+    if r < 0 or MPI_Comm_size(comm, &size) != MPI_SUCCESS:
         return -1
-    if comm == MPI_COMM_WORLD:
-        return r
-    members = comm_members(comm, size)
-    return members[r] if members != NULL else -1
+    return to_world(r, comm_members(comm, size), size, comm == MPI_COMM_WORLD)
 
 
 cdef void remember_comm(MPI_Comm comm) noexcept nogil:
@@ -102,7 +97,7 @@ cdef void remember_comm(MPI_Comm comm) noexcept nogil:
 
 cdef void note_withdrawn(Call* c, int source, int tag) noexcept nogil:
     """Fail the call with the words of a withdrawn receive and remember its communicator."""
-    global g_withdrawn, g_freed
+    global g_freed
     cdef char what[300]
     cdef char whom[40]
     cdef char which[24]
@@ -121,7 +116,6 @@ cdef void note_withdrawn(Call* c, int source, int tag) noexcept nogil:
              b"rank: a proven deadlock or the stop button); nothing was received", whom, which)
     fail(c, XLA_FFI_Error_Code_ABORTED, what)
     c.withdrawn = True
-    g_withdrawn += 1
     g_freed += 1
     remember_comm(c.comm)
 
@@ -262,11 +256,6 @@ def install_wake(int signum):
     g_wake_signal = signum
 
 
-def wake_signal():
-    """The signal that withdraws mpinb's receives, or None before install_wake()."""
-    return g_wake_signal or None
-
-
 def wake_addresses():
     """Where the wake signal's count and its value at the cell's start are kept (two C longs),
     for the MPI watch to read."""
@@ -284,10 +273,9 @@ def freed():
     return g_freed
 
 
-def withdrawals():
-    """{"count": receives withdrawn so far, "comms": the handles of their communicators since
-    the last drop_stale()}."""
-    return {"count": g_withdrawn, "comms": [<int64_t><intptr_t>g_withdrawn_comms[i] for i in range(g_nwithdrawn_comms)]}
+def withdrawn_comms():
+    """The handles of the communicators of the receives withdrawn since the last drop_stale()."""
+    return [<int64_t><intptr_t>g_withdrawn_comms[i] for i in range(g_nwithdrawn_comms)]
 
 
 def drop_stale(handles, double quiet, double limit):

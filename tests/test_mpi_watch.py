@@ -130,7 +130,7 @@ if rank == 1:
     mpi.send(jnp.ones(3), dest=0, tag=10)
 world.Barrier()
 if rank == 0:
-    out["withdrawn"] = withdraw.withdrawn()
+    out["freed"] = withdraw.freed()
     out["dropped"] = withdraw.drop_left()
 world.Barrier()
 withdraw.begin_cell()
@@ -221,7 +221,7 @@ def test_a_wake_signal_takes_waiting_receives_back_and_late_messages_are_dropped
     assert out["mpinb"]["raised"] in ("JaxRuntimeError", "XlaRuntimeError"), out["mpinb"]  # JAX renamed it
     assert "receive from rank 1 (tag 10) withdrawn before a message came" in out["mpinb"]["words"]
     assert out["again"]["raised"] == "Exception" and out["again"]["seconds"] < 0.4, out["again"]
-    assert out["withdrawn"] == 5
+    assert out["freed"] == 5
     dropped, more = out["dropped"]
     assert sorted((m["source"], m["tag"]) for m in dropped) == [(1, 7), (1, 8), (1, 10)] and more == 0, dropped
     assert out["fresh"] == [5.0, 5.0, 5.0]

@@ -66,15 +66,6 @@ def freed() -> int:
     return library.load().freed() + mpi_watch.withdrawn()
 
 
-def withdrawn() -> int:
-    """Receives withdrawn in this process so far (mpinb's own and, with the watch, mpi4py's)."""
-    from mpinb.mpi import library
-
-    from . import mpi_watch
-
-    return library.load().withdrawals()["count"] + mpi_watch.withdrawn()
-
-
 def drop_left() -> tuple[list[dict], int]:
     """Drop the messages waiting on COMM_WORLD, mpinb's clone of it and the communicators of the
     receives withdrawn since the last call, with those a withdrawn sendrecv drained: ({"source",
@@ -90,7 +81,7 @@ def drop_left() -> tuple[list[dict], int]:
     if lib.inflight() is not None:  # a call of this rank's is under way: its messages are not left over
         return [], 0
     handles = {handle_of(MPI.COMM_WORLD), handle_of(default_comm())}
-    handles.update(lib.withdrawals()["comms"])
+    handles.update(lib.withdrawn_comms())
     handles.update(mpi_watch.take_withdrawn_comms())
     return lib.drop_stale(sorted(handles), QUIET, LIMIT)
 
