@@ -2,8 +2,11 @@
 jitted update of the field and other arrays of the session coming and going. Mean, median and
 worst per call (a tuning that wins the median of a tight repeat can lose the mean here), for
 raw mpi4py on the step's NumPy view with a fresh result buffer each step (the baseline, same
-run), mpinb, and mpi4jax when it is importable; and a 16 MiB-style memory copy of the same size
-as the physical floor.
+run), mpinb, and mpi4jax when it is importable; and two floors: a memory copy of the same size
+(the physical one) and a jitted call that does nothing but add 1 to 16 bytes (JAX's dispatch,
+which any jitted call pays and raw mpi4py does not). One more row, for context only: raw
+mpi4py with its result handed back to JAX (``jax.device_put``), as a JAX program that calls
+mpi4py between its jitted steps must do before the next step.
 
     mpiexec -n 2 python benchmarks/step_loop.py [--mib 1,16] [--steps 80] [--ops alltoall,allreduce]
     MPINB_HUGE_PAGES=0 mpiexec -n 2 python benchmarks/step_loop.py   # the huge-page tuning off
@@ -52,6 +55,7 @@ def columns(op: str, size: int) -> dict:
             COMM.Alltoall(send, recv)
         else:
             COMM.Allreduce(send, recv, op=MPI.SUM)
+        return recv
 
     if op == "alltoall":
         ours = jax.jit(lambda x: mpinb_mpi.alltoall(x.reshape(size, -1)))
@@ -59,9 +63,13 @@ def columns(op: str, size: int) -> dict:
     else:
         ours = jax.jit(lambda x: mpinb_mpi.allreduce(x, MPI.SUM))
         theirs = mpi4jax and jax.jit(lambda x: _first(mpi4jax.allreduce(x, op=MPI.SUM, comm=COMM)))
+    tiny = jnp.ones(4, jnp.float32)
+    add_one = jax.jit(lambda x: x + 1)
     out = {"raw mpi4py": raw, "mpinb": lambda f: jax.block_until_ready(ours(f))}
     if theirs:
         out["mpi4jax"] = lambda f: jax.block_until_ready(theirs(f))
+    out["raw mpi4py, result handed to JAX"] = lambda f: jax.block_until_ready(jax.device_put(raw(f)))
+    out["jitted x + 1 on 16 B (JAX's dispatch)"] = lambda f: jax.block_until_ready(add_one(tiny))
     return out
 
 
