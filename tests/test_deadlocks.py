@@ -141,6 +141,37 @@ def test_a_rank_computing_beside_waiting_ranks_finishes_untouched(cluster):
     usable(cluster)
 
 
+class Places:
+    """A ``stream`` that keeps every place ``run_cell`` told it for each rank."""
+
+    def __init__(self):
+        self.seen: dict[int, list] = {}
+
+    def __call__(self, rank, kind, text):
+        pass
+
+    def state(self, rank, state, seconds, inflight, error_name, where):
+        self.seen.setdefault(rank, []).append(where)
+
+
+def test_a_rank_whose_collective_is_still_queued_has_not_left_the_cell(cluster):
+    """JAX returns from a jitted call before XLA has run it: rank 1's cell code returns while its
+    allreduce still waits behind a long computation, and rank 0 waits in that allreduce. Rank
+    1 has not left the cell until the work it queued has run (mpinb.engine.settle): no deadlock
+    is called, every rank gets the same sum, and rank 1's live state says what it finishes."""
+    code = ("spin = jax.jit(lambda x, n: mpi.allreduce(jax.lax.fori_loop(0, n, lambda i, a: jnp.tanh(a @ a), x), "
+            "MPI.SUM))\n"
+            "y = spin(jnp.full((400, 400), 1e-3, jnp.float32), 4500 if rank == 1 else 1)\n"
+            "if rank == 0:\n    print(float(y[0, 0]))\n")
+    places = Places()
+    res = cluster.run_cell(code, stream=places, label="In[31]", timeout=NO_HANG)
+    assert res.ok and res.deadlock is None and not res.restarted, res.text()
+    assert {"cell": "In[31]", "settling": True} in places.seen[1], places.seen[1]
+    same = cluster.run_cell("first = float(y[0, 0])", show=["first"])
+    assert len({same.records[r].show["first"]["repr"] for r in range(3)}) == 1, same.text()
+    usable(cluster)
+
+
 def test_a_wait_mpinb_cannot_see_is_never_called_a_deadlock(cluster):
     """Rank 0 waits for a nonblocking receive (MPI_Wait: the MPI watch does not say whom it waits
     for): a real hang, but no proof; the timeout reports it."""

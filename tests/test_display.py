@@ -331,6 +331,12 @@ def test_live_headers_show_each_rank_s_state_throttled():
         "running 10 s, waits in jit(stepper) (all-reduce over 2 devices) at Cell In[7], line 3")
     assert view.live_words("running", 5.2, blocked, None, line) == (
         "running 5 s, blocked in allreduce (call 2, 12 B, waiting 4.9 s) at Cell In[7], line 3")
+    # the cell's code returned; the work its jitted calls queued still runs (mpinb.engine.settle)
+    settling = {"cell": "In[7]", "settling": True}
+    assert view.live_words("running", 4.2, None, None, settling) == (
+        "running 4 s, finishing the work its jitted calls queued after Cell In[7] returned")
+    assert view.live_words("running", 5.2, blocked, None, settling) == (
+        "running 5 s, blocked in allreduce (call 2, 12 B, waiting 4.9 s) after Cell In[7] returned")
 
 
 def test_a_small_copy_is_one_line_with_its_detail_one_click_away():

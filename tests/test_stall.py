@@ -7,7 +7,7 @@ import sys
 import jax
 import jax.numpy as jnp
 
-from mpinb.engine import hlo_capture, stall
+from mpinb.engine import hlo_capture, settle, stall
 from mpinb.engine.state import STATE
 from mpinb.wire.cells import cell_filename
 
@@ -47,3 +47,28 @@ def test_module_names_match_as_xla_spells_them():
 
 def test_no_cell_on_the_stack_is_nowhere():
     assert stall.where(sys._getframe()) is None
+
+
+def test_a_cell_whose_queued_work_is_awaited_is_its_cell_without_a_line():
+    """After the cell's code returned, while the work its jitted calls queued still runs
+    (mpinb.engine.settle), the status thread says so instead of "nowhere"."""
+    STATE.settling = "In[8]"
+    try:
+        assert stall.where_now() == {"cell": "In[8]", "settling": True}
+    finally:
+        STATE.settling = None
+    assert stall.where_now() is None  # no cell runs on this thread
+
+
+def test_the_end_of_a_cell_waits_for_the_work_it_queued():
+    """XLA's CPU client runs a process's computations in the order they were dispatched: the
+    fence dispatched last (mpinb.engine.settle) is done only once a long computation queued
+    before it is, and JAX had returned from that computation before XLA ran it."""
+    slow = jax.jit(lambda x: jax.lax.fori_loop(0, 300, lambda i, a: jnp.tanh(a @ a), x))
+    x = jnp.full((300, 300), 1e-3, jnp.float32)
+    slow(x).block_until_ready()  # compiled, as the fence is below
+    settle.dispatched_work("In[4]")
+    y = slow(x)
+    assert not y.is_ready()  # queued: the cell's code could return now
+    settle.dispatched_work("In[4]")
+    assert y.is_ready() and STATE.settling is None

@@ -1,6 +1,7 @@
 """Running one ``%%mpijax`` cell on this engine (engine side): the code executed in the engine's
 interactive namespace under the cell's file name (mpinb.wire.cells), with ``--compare``'s eager
-pass first (mpinb.engine.passes); the record returned (mpinb.wire.records): value and
+pass first (mpinb.engine.passes), ending once the work it queued for XLA has run
+(mpinb.engine.settle); the record returned (mpinb.wire.records): value and
 ``--show`` summaries, error with an IPython-style traceback (mpinb.engine.tracebacks), elapsed
 time, the optimized HLO compiled during the cell (mpinb.engine.hlo_capture), the collectives'
 timeline, ``--compare``'s comparisons and hints (mpinb.engine.traces). stdout/stderr are not
@@ -17,7 +18,7 @@ from ..options import CellOptions
 from ..wire import values
 from ..wire.cells import cell_filename
 from ..wire.records import RankRecord
-from . import hlo_capture, passes, traces, withdraw
+from . import hlo_capture, passes, settle, traces, withdraw
 from .code import error_info, execute_code, namespace
 from .state import STATE
 
@@ -73,6 +74,11 @@ def _run(code: str, filename: str, options: CellOptions) -> RankRecord:
     except BaseException as exc:  # noqa: BLE001 - reported to the client per rank
         record.ok = False
         record.error = error_info(exc)
+    try:  # also after an error: what the cell queued before it still runs its collectives
+        settle.dispatched_work(STATE.cell_labels[filename])
+    except BaseException as exc:  # noqa: BLE001 - the stop button, while the queued work runs
+        if record.ok:
+            record.ok, record.error = False, error_info(exc)
     record.elapsed = time.perf_counter() - t0
     _summaries(record, ns, value, options)
     if options.compare and record.ok and record.eager_error is None:

@@ -42,7 +42,11 @@ def is_user_frame(filename: str) -> bool:
 
 
 def where_now() -> dict | None:
-    """Where the main thread is (see the module's docstring); None when it runs no cell code."""
+    """Where the main thread is (see the module's docstring); None when it runs no cell code.
+    While the cell's code has returned and its queued JAX work is awaited (mpinb.engine.settle):
+    the cell and ``settling``, no line."""
+    if STATE.settling is not None:
+        return {"cell": STATE.settling, "settling": True}
     frame = sys._current_frames().get(threading.main_thread().ident)
     return where(frame) if frame is not None else None
 

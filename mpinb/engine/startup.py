@@ -18,7 +18,7 @@ import time
 
 from ..wire.status import fault_path, status_message
 from . import devices as devices_module
-from . import jax_processes, mpi_watch, stall, withdraw
+from . import jax_processes, mpi_watch, settle, stall, withdraw
 from .hlo_capture import forget_hlo_modules
 from .state import STATE
 
@@ -87,6 +87,8 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
     unlinked = _unlink_mpi_shared_memory()
     STATE.rank, STATE.size, STATE.dump, STATE.status_dir = rank, size, dump, status_dir
     STATE.hlo_ok, STATE.cells, STATE.running = bool(dump) and not jax_was_loaded, 0, None
+    described = devices_module.describe()  # starts JAX's backend
+    settle.dispatched_work("setup")  # compiles the fence that ends each cell now, not in the first cell
     forget_hlo_modules()
     watched = mpi_watch.start()  # this thread runs the cells
     wake = withdraw.install()  # a signal frees this rank from a receive (mpinb.engine.withdraw)
@@ -109,7 +111,7 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
         "checked": checked,
         "shm_unlinked": unlinked,
         **jax_processes.describe(jax_distributed, local_devices),
-        **devices_module.describe(),
+        **described,
         "local_rank": local_index,
     }
 

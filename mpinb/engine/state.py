@@ -18,6 +18,7 @@ class EngineState:
     hlo_ok: bool = False             # HLO capture works (JAX was not imported before setup)
     cells: int = 0                   # %%mpijax cells run so far
     running: int | None = None       # the number of the cell running now
+    settling: str | None = None      # the label of the cell whose queued JAX work is awaited (settle.py)
     status_dir: str | None = None    # where faulthandler writes (on this engine's host)
     fault_file: object = None
     status_thread: threading.Thread | None = None

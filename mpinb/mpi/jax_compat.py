@@ -6,6 +6,8 @@ releases, so it is named once, with what it is for:
 
 - ``apply_primitive`` (``jax._src.dispatch``): the eager implementation of a primitive (compile
   the one-equation computation once, cache it, run it).
+- ``backends_are_initialized`` (``jax._src.xla_bridge``): whether JAX's backend was started,
+  asked without starting it (mpinb/engine/settle.py).
 - ``ir`` (``jax._src.lib.mlir.ir``): MLIR types and values in lowering rules.
 - ``register_dce_rule`` (``jax.interpreters.partial_eval.dce_rules``): keeps a collective whose
   result is unused in the jaxpr (every rank must take part).
@@ -73,6 +75,8 @@ _core = _internal("jax._src.core", purpose="building jaxprs and reading the curr
 _custom_derivatives = _internal("jax._src.custom_derivatives", purpose="ordering inside custom_jvp/custom_vjp")
 _pjit = _internal("jax._src.pjit", purpose="ordering inside nested jit")
 apply_primitive = _internal("jax._src.dispatch", "apply_primitive", purpose="running a collective eagerly")
+backends_are_initialized = _internal("jax._src.xla_bridge", "backends_are_initialized",
+                                     purpose="ending a cell once its queued work ran, without starting JAX")
 _mlir_internal = _internal("jax._src.interpreters.mlir", purpose="lowering the custom calls")
 _pe_src = _internal("jax._src.interpreters.partial_eval", purpose="keeping collectives through dead-code removal")
 BatchTrace = _internal("jax._src.interpreters.batching", "BatchTrace", purpose="recv under vmap")
@@ -111,6 +115,7 @@ __all__ = [
     "Tracer",
     "ad",
     "apply_primitive",
+    "backends_are_initialized",
     "batched_like_vmap",
     "batching",
     "block_function_name",

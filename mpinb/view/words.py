@@ -15,8 +15,9 @@ from . import links
 def describe_inflight(info: dict | None, where: dict | None = None) -> str:
     """'blocked in allreduce (call 57, 16 B, waiting 12.3 s) at Cell In[7], line 5', 'blocked in
     MPI_Recv (8 B, peer 1, waiting 3.0 s) at ...' (mpi4py's own call), 'waits in
-    jit(stepper) (all-reduce over 2 devices) at Cell In[7], line 5', or where a rank outside
-    any collective is (mpinb.engine.stall says where)."""
+    jit(stepper) (all-reduce over 2 devices) at Cell In[7], line 5', 'finishing the work its
+    jitted calls queued after Cell In[7] returned', or where a rank outside any collective is
+    (mpinb.engine.stall says where)."""
     at = f" {describe_where(where)}" if where else ""
     if info:
         peer = f", peer {info['peer']}" if info.get("peer", -1) >= 0 else ""
@@ -27,6 +28,8 @@ def describe_inflight(info: dict | None, where: dict | None = None) -> str:
     if where and where.get("call"):
         held = ", ".join(where.get("collectives") or []) or "no collective known"
         return f"waits in jit({where['call']}) ({held}){at}"
+    if where and where.get("settling"):
+        return f"finishing the work its jitted calls queued{at}"
     if where:
         return f"not inside an mpinb collective, running{at}"
     return "not inside an mpinb collective (Python code, or an MPI call mpinb does not watch)"
@@ -34,7 +37,9 @@ def describe_inflight(info: dict | None, where: dict | None = None) -> str:
 
 def describe_where(where: dict) -> str:
     """'at Cell In[7], line 5' and, when the user's innermost frame is elsewhere, ', in stepper
-    (Cell In[3], line 4)'."""
+    (Cell In[3], line 4)'; 'after Cell In[7] returned' while the work it queued runs."""
+    if where.get("settling"):
+        return f"after Cell {where['cell']} returned"
     text = f"at Cell {where['cell']}, line {where['line']}"
     if where.get("function"):
         place = f"Cell {where.get('file')}" if where.get("file_is_cell") else f"File {where.get('file')}"
@@ -57,9 +62,10 @@ def live_words(state: str, seconds: float, inflight: dict | None, error_name: st
     """A rank's state while its cell runs, as its live header says it: 'running 5 s, blocked
     in allreduce (call 2, 12 B, waiting 4.9 s) at Cell In[7], line 2', 'running 5 s, waits in
     jit(step) (all-reduce over 2 devices) at Cell In[7], line 3', 'running 5 s at Cell In[7],
-    line 1', 'finished in 0.01 s', 'failed (ValueError)'."""
+    line 1', 'running 5 s, finishing the work its jitted calls queued after Cell In[7] returned',
+    'finished in 0.01 s', 'failed (ValueError)'."""
     if state == "running":
-        if inflight or in_jitted_collective(where):
+        if inflight or in_jitted_collective(where) or (where and where.get("settling")):
             return f"running {seconds:.0f} s, {describe_inflight(inflight, where)}"
         return f"running {seconds:.0f} s {describe_where(where)}" if where else f"running {seconds:.0f} s"
     if state == "failed":

@@ -16,7 +16,8 @@ already has:
                   "function": "stepper", "file": "In[3]", "file_is_cell": True, "file_line": 4,  # the
                   # innermost frame of the user's code,
                   "call": "stepper", "collectives": ["all-reduce over 2 devices"]}  # a jitted call
-                 or None}                # (mpinb.engine.stall)
+                 or {"cell": "In[7]", "settling": True}  # its code returned, its queued work runs
+                 or None}                # (mpinb.engine.stall, mpinb.engine.settle)
 
 2. **Exit record** (launcher wrapper -> notebook, when an engine process ends abnormally).
    ``mpinb.launch.rank`` writes one line to its stderr, which the MPI launcher (mpiexec, srun)
