@@ -20,6 +20,7 @@ from support.waiting import OnOutput, inside, press_stop
 
 from mpinb import view
 from mpinb.client.cell_run import DEFAULT_GRACE
+from mpinb.client.freeing import WITHDRAW_WAIT
 from mpinb.errors import ClusterBusy, ClusterError, ClusterLost
 from mpinb.launch.mpi_impl import find_launcher, loaded_mpi
 
@@ -147,8 +148,8 @@ def test_live_states_while_a_cell_waits(cluster):
     assert states.seen[0][1] > 0 and states.seen[2][1] < states.seen[0][1]
     assert all(states.where_seen[r]["line"] == 2 for r in (0, 1)), states.where_seen  # the line with the barrier
     assert res.interrupted and res.states[2] == "finished"
-    assert res.states[0] == res.states[1] == "running"  # a collective is freed after a proof only
-    cluster.restart()
+    # rank 2 joined the barrier's exchange to free them (as in the test below)
+    assert res.states[0] == res.states[1] == "failed", res.text()
     usable(cluster)
 
 
@@ -162,13 +163,32 @@ def test_interrupt_frees_ranks_running_python(cluster):
     usable(cluster)  # no restart needed
 
 
-def test_interrupt_says_when_ranks_stay_blocked_in_mpi(cluster):
+def test_interrupt_frees_ranks_waiting_in_a_collective(cluster):
     """Waits for rank 0 to print 'tick' (it then sleeps in Python) and for ranks 1 and 2 to be
-    inside barrier (their status), then presses stop: rank 0 is freed, 1 and 2 are not."""
+    inside barrier (checked mode's exchange), then presses stop: rank 0 stops, then joins the
+    exchange to free 1 and 2 (mpinb.engine.withdraw.join); no restart, the variables kept."""
+    cluster.run_cell("kept = 8")
     stop = OnOutput("tick", [0], press_stop, lambda: inside(cluster, [1, 2], "barrier"))
     res = cluster.run_cell(
         "import time\nif rank == 0:\n    print('tick', flush=True)\n    time.sleep(60)\nmpi.barrier()",
         stream=stop)
+    assert time.perf_counter() - stop.pressed_at < DEFAULT_GRACE + WITHDRAW_WAIT + SLACK
+    assert res.interrupted and all(res.states[r] == "failed" for r in range(3)), res.text()
+    assert res.records[0].error.ename == "KeyboardInterrupt"
+    # the barrier failed where it waited (the SIGINT, still pending, then ends the cell there)
+    assert all(f"rank {r}: withdrawn before it ran" in res.text() for r in (1, 2)), res.text()
+    assert "blocked inside MPI" not in res.text()
+    usable(cluster)
+    assert cluster.run_cell("kept").records[0].result["repr"] == "8"
+
+
+def test_interrupt_says_when_ranks_stay_blocked_in_mpi(cluster):
+    """As above, but the barrier is past any exchange (checked mode off): rank 0 is freed, 1 and
+    2 cannot be, and the view says what to do."""
+    stop = OnOutput("tick", [0], press_stop, lambda: inside(cluster, [1, 2], "barrier"))
+    res = cluster.run_cell(
+        "import time\nmpi.set_checked(False)\nif rank == 0:\n    print('tick', flush=True)\n    time.sleep(60)\n"
+        "mpi.barrier()", stream=stop)
     assert time.perf_counter() - stop.pressed_at < DEFAULT_GRACE + SLACK
     assert res.interrupted
     assert res.records[0].error.ename == "KeyboardInterrupt"
@@ -176,7 +196,7 @@ def test_interrupt_says_when_ranks_stay_blocked_in_mpi(cluster):
     note = "ranks 1-2 are blocked inside MPI and cannot be interrupted: run %mpijax restart"
     assert note in res.text() and "SIGINT" not in res.text()
     assert note in view.render_html(res)
-    cluster.restart()
+    cluster.restart()  # also turns checked mode back on (the setup)
     usable(cluster)
 
 

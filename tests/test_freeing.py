@@ -104,3 +104,47 @@ def test_the_words_say_who_was_freed_and_what_was_dropped():
     assert said.startswith("rank 1 was freed where it waited")
     assert said.endswith("messages left unreceived were dropped, so that a later receive cannot take them: rank 1 "
                          "dropped a message of 12 B from rank 0 (tag 1) and 3 more")
+
+
+class StoppedRun(Run):
+    """A run in the stop button's grace period; its ranks' reports are ``settled`` or not yet."""
+
+    def __init__(self, cluster, ready, settled=True):
+        super().__init__(cluster, ready)
+        self.woken, self.is_settled = [], settled
+
+    def settled(self, r, rec, now):
+        return self.is_settled
+
+
+def test_the_stop_button_wakes_receives_first_then_joins_once_only_exchanges_are_left():
+    """Rank 0 stopped (idle), rank 1 waits in a receive, rank 2 in a barrier's exchange: nothing
+    before WAKE_AFTER; then rank 1 is woken; then rank 2 is joined, once."""
+    cluster = Cluster({1: RECV, 2: dict(BARRIER, comm=[0, 2])})
+    run, steps = StoppedRun(cluster, {0: True, 1: False, 2: False}), set()
+    freeing.after_stop(run, freeing.WAKE_AFTER / 2, steps)
+    assert cluster.woken == [] and run.woken == []
+    freeing.after_stop(run, freeing.WAKE_AFTER * 2, steps)
+    assert cluster.woken == [[1]] and run.woken == [1] and cluster.joined == []
+    freeing.after_stop(run, freeing.WAKE_AFTER * 3, steps)
+    assert cluster.joined == [([0], "default")] and run.woken == [1, 2]
+    freeing.after_stop(run, freeing.WAKE_AFTER * 4, steps)
+    assert len(cluster.joined) == 1
+
+
+def test_the_stop_button_joins_only_ranks_that_stay_in_their_exchange():
+    """A report not yet settled (the rank may only pass through the exchange): no join yet; a
+    rank still running something else: no join at all."""
+    cluster = Cluster({1: BARRIER, 2: BARRIER})
+    run, steps = StoppedRun(cluster, {0: True, 1: False, 2: False}, settled=False), set()
+    for elapsed in (1.0, 2.0):
+        freeing.after_stop(run, elapsed, steps)
+    assert cluster.joined == [] and run.woken == []
+    run.is_settled = True
+    freeing.after_stop(run, 3.0, steps)
+    assert cluster.joined == [([0], "default")] and run.woken == [1, 2]
+    busy = Cluster({1: BARRIER})
+    run, steps = StoppedRun(busy, {0: True, 1: False, 2: False}), set()
+    for elapsed in (1.0, 2.0):
+        freeing.after_stop(run, elapsed, steps)
+    assert busy.joined == [] and run.woken == []  # rank 2 runs outside any exchange

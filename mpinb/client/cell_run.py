@@ -26,9 +26,6 @@ OUTPUT_WAIT = 30.0
 #: a deadlock is proven only from ranks blocked in the same call this long, and ranks that
 #: left the cell this long ago (a message on its way has arrived by then)
 SETTLE = 1.0
-#: seconds after the stop button's SIGINT before ranks still waiting in a receive are woken
-#: (two signals at once can make Python miss the SIGINT: MPICluster.wake)
-WAKE_AFTER = 0.3
 #: a blocked rank's report counts only if its engine refreshed it this recently (it does every 0.2 s)
 FRESH = 1.0
 
@@ -311,7 +308,7 @@ class CellRun:
                 self.left_at.setdefault(r, now)
                 continue
             rec = self.cluster.inflight(r)
-            if rec and not self._settled(r, rec, now):
+            if rec and not self.settled(r, rec, now):
                 return False  # a rank only just blocked: wait for it, so that the proof names every rank
             if rec:
                 blocked[r] = rec
@@ -322,7 +319,7 @@ class CellRun:
         self.deadlock = prove(blocked, left, lines)
         return self.deadlock is not None
 
-    def _settled(self, r: int, rec: dict, now: float) -> bool:
+    def settled(self, r: int, rec: dict, now: float) -> bool:
         """Whether rank ``r`` has been in the call ``rec`` for SETTLE seconds, by a fresh report."""
         call, seconds, moved = self.waits.get(r, (None, None, now))
         if rec.get("call") != call or rec.get("seconds") != seconds:
@@ -339,18 +336,15 @@ class CellRun:
     # ----------------------------------------------------------------------- interrupt
     def interrupt(self) -> None:
         """SIGINT the target ranks (the stop button) and give them the grace period to stop: after
-        WAKE_AFTER, those still waiting in a receive are woken (mpinb.client.freeing). A rank
-        in a collective is not freed here: the ranks that stopped may still have jitted work
-        under way, which a join would race (joins follow a proof only)."""
+        WAKE_AFTER, those still waiting in a receive are woken; then, once only ranks waiting in
+        a collective's exchange are left, the others join it (mpinb.client.freeing)."""
         self.interrupted = True
         self.cluster.interrupt(self.targets)
         start = time.perf_counter()
-        woken = False
+        steps: set[str] = set()
         try:
             while time.perf_counter() < start + self.grace and not self.all_ready():
-                if not woken and time.perf_counter() > start + WAKE_AFTER:
-                    woken = True
-                    self.woken = freeing.wake_receivers(self)
+                freeing.after_stop(self, time.perf_counter() - start, steps)
                 time.sleep(self.poll)
         except KeyboardInterrupt:  # pressed again: report what is known now
             pass

@@ -1,5 +1,5 @@
 """Freeing ranks that wait forever (client side), keeping what can be kept: after a proven
-deadlock, and (receives only) at the stop button.
+deadlock, and at the stop button.
 
 Two ways free a rank where it waits, so that its cell fails there and the engine keeps its
 variables (mpinb.engine.withdraw):
@@ -11,7 +11,10 @@ variables (mpinb.engine.withdraw):
   that exchange to say that they will not call it: the collective fails before it ran.
 After a deadlock this is done only if every rank still running can be freed so; otherwise, or
 if a rank does not come back within ``WITHDRAW_WAIT`` (a sendrecv whose large send cannot be
-taken back), the engines are restarted, replaying the setup cells.
+taken back), the engines are restarted, replaying the setup cells. At the stop button the
+ranks waiting in a receive are woken first; once the others have stopped, those waiting in an
+exchange are joined (a joiner refuses while work it queued has not run: it may be that
+collective), and ranks that cannot be freed stay as they are.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from .result import CellResult
 
 #: seconds the freed ranks get to come back before the engines are restarted instead
 WITHDRAW_WAIT = 3.0
+#: seconds after the stop button's SIGINT before ranks still waiting in a receive are woken
+#: (two signals at once can make Python miss the SIGINT: MPICluster.wake)
+WAKE_AFTER = 0.3
 #: seconds the ranks get to drop what was left unreceived (mpinb.engine.withdraw.LIMIT, and more)
 DROP_WAIT = 15.0
 
@@ -105,6 +111,31 @@ def tidy_after(run, result: CellResult, freed: list[int], woken: list[int]) -> N
         say_freed(result, freed, dropped)
     else:
         say_dropped(result, dropped)
+
+
+def after_stop(run, elapsed: float, steps: set[str]) -> None:
+    """One poll of the stop button's grace period, ``elapsed`` seconds after the SIGINT
+    (``steps`` keeps what was done): after WAKE_AFTER, wake the ranks waiting in a receive;
+    then, once every rank still running has waited a while in a collective's exchange (a fresh
+    report: it stays there), have the idle ranks join it, once. The ranks freed go to
+    ``run.woken``."""
+    if "wake" not in steps:
+        if elapsed > WAKE_AFTER:
+            steps.add("wake")
+            run.woken = wake_receivers(run)
+        return
+    if "join" in steps:
+        return
+    planned = plan(run)
+    if planned is None or planned[0] or not planned[1]:
+        return  # a rank still stops, computes or waits elsewhere (a woken receive comes back)
+    now = time.perf_counter()
+    running = _running(run)
+    stays = [run.settled(r, run.cluster.inflight(r) or {}, now) for r in running]
+    if all(stays):
+        steps.add("join")  # tried once: a refused join leaves the ranks as they are
+        if join_collectives(run, planned[1]):
+            run.woken += running
 
 
 def wake_receivers(run) -> list[int]:

@@ -71,7 +71,8 @@ class ClusterHealth:
     def interrupt(self, ranks=None) -> None:
         """SIGINT the engines (the notebook's stop button). A rank in Python stops with
         KeyboardInterrupt; a rank blocked inside MPI stays blocked (see inflight), unless it waits
-        in a receive and is then woken (``wake``: the stop button does, mpinb.client.cell_run)."""
+        in a receive and is then woken (``wake``), or in a collective's exchange that the stopped
+        ranks then join (``join``): the stop button does both (mpinb.client.freeing.after_stop)."""
         self._signal_engines(signal.SIGINT, ranks)
 
     def can_wake(self) -> bool:

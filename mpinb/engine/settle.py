@@ -36,32 +36,56 @@ def _fence():
         device = jax.devices("cpu")[0]
     except RuntimeError:
         return None
+
     def mpinb_fence(x):
         return x + 1
 
     return jax.jit(mpinb_fence), jax.device_put(np.zeros((), np.int8), device)
 
 
+def _dispatch_fence():
+    """The fence's result, dispatched now; None when nothing can have been dispatched (JAX's
+    backend never started, or no CPU backend)."""
+    from mpinb.mpi.jax_compat import backends_are_initialized
+
+    if not backends_are_initialized():
+        return None
+    made = _fence()
+    if made is None:
+        return None
+    fence, operand = made
+    return fence(operand)
+
+
+def _wait(done, until: float | None = None) -> bool:
+    """Poll ``done`` (backing off) until it is ready or ``until`` (time.monotonic()) has passed;
+    whether it is ready."""
+    pause = POLL_FIRST
+    while not done.is_ready():
+        if until is not None and time.monotonic() >= until:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, POLL_MOST)
+    return True
+
+
 def dispatched_work(label: str) -> None:
     """Wait until the work this process dispatched to XLA's CPU client has run (see the module
     docstring); ``label``: the cell's, for the live state. KeyboardInterrupt (the stop button)
     ends the wait and propagates."""
-    from mpinb.mpi.jax_compat import backends_are_initialized
-
-    if not backends_are_initialized():
-        return
-    made = _fence()
-    if made is None:
-        return
-    fence, operand = made
-    done = fence(operand)
-    if done.is_ready():
+    done = _dispatch_fence()
+    if done is None or done.is_ready():
         return
     STATE.settling = label
     try:
-        pause = POLL_FIRST
-        while not done.is_ready():
-            time.sleep(pause)
-            pause = min(pause * 2, POLL_MOST)
+        _wait(done)
     finally:
         STATE.settling = None
+
+
+def idle(wait: float) -> bool:
+    """Whether every computation this process dispatched has run, waiting up to ``wait``
+    seconds: before a rank joins a collective to free others, or drops messages left over (a
+    cell stopped while its queued work ran would still call that collective, or receive them)."""
+    done = _dispatch_fence()
+    return done is None or _wait(done, time.monotonic() + wait)

@@ -7,9 +7,11 @@ with the MPI watch, in mpi4py's ``Recv``/``recv``/``Probe`` (ext/mpi_watch.c), t
 receive back and fails with an error saying so: the cell ends there and the engine keeps its
 variables. A rank waiting in checked mode's signature exchange of an mpinb collective on
 COMM_WORLD or mpinb's clone of it, for ranks that left the cell without calling it, is freed by
-those ranks joining that exchange to say so (``join``): the collective then fails on it before
-it ran. Sends under way and collectives past the exchange cannot be taken back in MPI; a rank
-blocked in one still needs a restart.
+those ranks joining that exchange to say so (``join``), after a proven deadlock and at the
+stop button: the collective then fails on it before it ran. A rank joins only once the work it
+queued has run (mpinb.engine.settle): that work might call this very collective. Sends under
+way and collectives past the exchange cannot be taken back in MPI; a rank blocked in one still
+needs a restart.
 
 A freed cell can leave messages that no receive took, and a later cell's receive would take
 them for its own: once the ranks are free, the notebook has every rank of the cell drop what
@@ -24,12 +26,16 @@ from __future__ import annotations
 import os
 import signal
 
+from . import settle
+
 ENV = "MPINB_WITHDRAW"
 #: the signal that withdraws a waiting receive: a real-time one, which neither MPI, Python nor
 #: ipyparallel uses (None where the platform has none: receives are then never withdrawn)
 WAKE_SIGNAL: int | None = int(signal.SIGRTMIN) + 4 if hasattr(signal, "SIGRTMIN") else None
 #: seconds without a new message before dropping stops, and at most in all
 QUIET, LIMIT = 0.2, 5.0
+#: seconds a rank asked to join or drop waits for the work it queued before it refuses
+IDLE_WAIT = 0.5
 
 
 def install() -> int | None:
@@ -69,7 +75,8 @@ def freed() -> int:
 def drop_left() -> tuple[list[dict], int]:
     """Drop the messages waiting on COMM_WORLD, mpinb's clone of it and the communicators of the
     receives withdrawn since the last call, with those a withdrawn sendrecv drained: ({"source",
-    "tag", "bytes"} each, how many more were dropped than listed)."""
+    "tag", "bytes"} each, how many more were dropped than listed). Nothing while a call of this
+    rank's own is under way or queued (see ``join``)."""
     from mpi4py import MPI
 
     from mpinb.mpi import library
@@ -78,8 +85,8 @@ def drop_left() -> tuple[list[dict], int]:
     from . import mpi_watch
 
     lib = library.load()
-    if lib.inflight() is not None:  # a call of this rank's is under way: its messages are not left over
-        return [], 0
+    if lib.inflight() is not None or not settle.idle(IDLE_WAIT):  # a call of its own is under way
+        return [], 0  # or queued (its cell was stopped): the messages may be that call's
     handles = {handle_of(MPI.COMM_WORLD), handle_of(default_comm())}
     handles.update(lib.withdrawn_comms())
     handles.update(mpi_watch.take_withdrawn_comms())
@@ -89,15 +96,16 @@ def drop_left() -> tuple[list[dict], int]:
 def join(comm: str) -> bool:
     """Join the signature exchange that ranks of ``comm`` ("world" or "default": mpinb's clone)
     wait in for this rank, to free them (ext/withdraw.pxi). True once done; False, joining
-    nothing, while a collective of this rank's own is under way."""
+    nothing, while a call of this rank's own is under way, or work it queued has not run
+    within IDLE_WAIT (mpinb.engine.settle)."""
     from mpi4py import MPI
 
     from mpinb.mpi import library
     from mpinb.mpi.validation import default_comm, handle_of
 
     lib = library.load()
-    if lib.inflight() is not None:  # this rank's own collective under way (jitted work left running)
-        return False
+    if lib.inflight() is not None or not settle.idle(IDLE_WAIT):  # a call of its own under way or
+        return False  # queued (its cell was stopped while that work ran): it may be this very collective
     handle = handle_of(MPI.COMM_WORLD if comm == "world" else default_comm())
     lib.join_agreement(handle)
     return True
