@@ -10,6 +10,7 @@
     │   ├── PreflightError    the ranks differ (versions, MPI library) from each other or the notebook
     │   └── EngineSetupError  an engine could not be set up as asked (--jax-distributed)
     ├── CellFailed            a rank failed, died or did not finish a %%mpijax cell
+    ├── QueuedCallFreed       a call a cell queued for XLA was freed where it waited (engine side)
     └── PullError             %mpijax pull: no such variable, not an array, too large
 
     JaxVersionWarning         JAX is newer than the newest series mpinb was tested with
@@ -94,6 +95,12 @@ class CellFailed(MpinbError):
         from .view.words import RESULT_NAME
 
         return [f"CellFailed: {what} (see the view above; the whole result is in {RESULT_NAME})"]
+
+
+class QueuedCallFreed(MpinbError):
+    """An mpinb call that the cell's jitted work queued for XLA was freed where it waited (a
+    proven deadlock or the stop button) after the cell's code had returned: nothing raised its
+    error, which the arrays it was to produce hold (mpinb.engine.settle)."""
 
 
 class PullError(MpinbError):

@@ -186,17 +186,19 @@ def test_interrupt_says_when_ranks_stay_blocked_in_mpi(cluster):
     """As above, but the barrier is past any exchange (checked mode off): rank 0 is freed, 1 and
     2 cannot be, and the view says what to do."""
     stop = OnOutput("tick", [0], press_stop, lambda: inside(cluster, [1, 2], "barrier"))
-    res = cluster.run_cell(
-        "import time\nmpi.set_checked(False)\nif rank == 0:\n    print('tick', flush=True)\n    time.sleep(60)\n"
-        "mpi.barrier()", stream=stop)
-    assert time.perf_counter() - stop.pressed_at < DEFAULT_GRACE + SLACK
-    assert res.interrupted
-    assert res.records[0].error.ename == "KeyboardInterrupt"
-    assert res.states[1] == res.states[2] == "running"
-    note = "ranks 1-2 are blocked inside MPI and cannot be interrupted: run %mpijax restart"
-    assert note in res.text() and "SIGINT" not in res.text()
-    assert note in view.render_html(res)
-    cluster.restart()  # also turns checked mode back on (the setup)
+    try:
+        res = cluster.run_cell(
+            "import time\nmpi.set_checked(False)\nif rank == 0:\n    print('tick', flush=True)\n    time.sleep(60)\n"
+            "mpi.barrier()", stream=stop)
+        assert time.perf_counter() - stop.pressed_at < DEFAULT_GRACE + SLACK
+        assert res.interrupted
+        assert res.records[0].error.ename == "KeyboardInterrupt"
+        assert res.states[1] == res.states[2] == "running"
+        note = "ranks 1-2 are blocked inside MPI and cannot be interrupted: run %mpijax restart"
+        assert note in res.text() and "SIGINT" not in res.text()
+        assert note in view.render_html(res)
+    finally:
+        cluster.restart()  # also turns checked mode back on (the setup), whatever happened
     usable(cluster)
 
 

@@ -22,9 +22,13 @@ class Task:
 class Cluster:
     """Records what it was asked; a woken or joined rank comes back if ``frees``."""
 
-    def __init__(self, inflight, wakeable=True, frees=True):
-        self.records, self.wakeable, self.frees = inflight, wakeable, frees
-        self.woken, self.joined, self.run = [], [], None
+    def __init__(self, inflight, wakeable=True, frees=True, busy=()):
+        self.records, self.wakeable, self.frees, self.busy = inflight, wakeable, frees, set(busy)
+        self.woken, self.joined, self.run, self.asked = [], [], None, []
+
+    def at_rest(self, ranks):
+        self.asked.append(sorted(ranks))
+        return not self.busy & set(ranks)
 
     def inflight(self, r):
         return self.records.get(r)
@@ -148,3 +152,15 @@ def test_the_stop_button_joins_only_ranks_that_stay_in_their_exchange():
     for elapsed in (1.0, 2.0):
         freeing.after_stop(run, elapsed, steps)
     assert busy.joined == [] and run.woken == []  # rank 2 runs outside any exchange
+
+
+def test_no_rank_joins_unless_every_joiner_is_at_rest():
+    """Two communicators' exchanges; one joiner has a call of its own queued: every joiner is
+    asked first, and none joins (one alone would wait in the exchange forever)."""
+    cluster = Cluster({1: dict(BARRIER, comm=[0, 1]), 2: dict(BARRIER, joinable="world", comm=[0, 2, 3])},
+                      busy=[3])
+    assert freeing.free_in_place(Run(cluster, {0: True, 1: False, 2: False, 3: True})) == []
+    assert cluster.asked == [[0, 3]] and cluster.joined == []
+    cluster.busy = set()  # all at rest: both exchanges are joined
+    assert freeing.free_in_place(Run(cluster, {0: True, 1: False, 2: False, 3: True})) == [1, 2]
+    assert cluster.joined == [([0], "default"), ([0, 3], "world")]

@@ -1,11 +1,14 @@
 """Where a running cell is, read from a stack (mpinb.engine.stall), on stacks made here: cells
 compiled under the engines' cell file names, a function of an earlier cell, a jitted call."""
 
+import _thread
 import linecache
 import sys
+import threading
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from mpinb.engine import hlo_capture, settle, stall
 from mpinb.engine.state import STATE
@@ -71,4 +74,21 @@ def test_the_end_of_a_cell_waits_for_the_work_it_queued():
     y = slow(x)
     assert not y.is_ready()  # queued: the cell's code could return now
     settle.dispatched_work("In[4]")
+    assert y.is_ready() and STATE.settling is None
+
+
+def test_the_stop_button_ends_the_wait_only_once_the_queued_work_has_run():
+    """A KeyboardInterrupt (the stop button) while the cell's queued work still runs is held:
+    the rank stays visible as running (it may wait in a collective that can be freed there)
+    and the interrupt is raised once that work is done."""
+    slow = jax.jit(lambda x: jax.lax.fori_loop(0, 600, lambda i, a: jnp.tanh(a @ a), x))
+    x = jnp.full((300, 300), 1e-3, jnp.float32)
+    slow(x).block_until_ready()
+    settle.dispatched_work("In[5]")
+    y = slow(x)
+    timer = threading.Timer(0.02, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        settle.dispatched_work("In[5]")
+    timer.join()
     assert y.is_ready() and STATE.settling is None

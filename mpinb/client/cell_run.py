@@ -112,7 +112,8 @@ class CellRun:
         reported (fail fast instead of waiting for ranks blocked in a collective).
 
     KeyboardInterrupt (the notebook's stop button) interrupts the engines, frees those waiting
-    in a receive (mpinb.client.freeing), and reports which ranks stay blocked inside MPI.
+    in a receive or a checked collective's exchange (mpinb.client.freeing), and reports which
+    ranks stay blocked inside MPI.
     ClusterBusy while ranks still run an earlier cell,
     ClusterLost once the MPI job ended."""
 
@@ -336,15 +337,18 @@ class CellRun:
     # ----------------------------------------------------------------------- interrupt
     def interrupt(self) -> None:
         """SIGINT the target ranks (the stop button) and give them the grace period to stop: after
-        WAKE_AFTER, those still waiting in a receive are woken; then, once only ranks waiting in
-        a collective's exchange are left, the others join it (mpinb.client.freeing)."""
+        freeing.WAKE_AFTER, those still waiting in a receive are woken; then, once only ranks
+        waiting in a collective's exchange are left, the others join it (freeing.after_stop)."""
         self.interrupted = True
         self.cluster.interrupt(self.targets)
         start = time.perf_counter()
         steps: set[str] = set()
         try:
             while time.perf_counter() < start + self.grace and not self.all_ready():
-                freeing.after_stop(self, time.perf_counter() - start, steps)
+                try:
+                    freeing.after_stop(self, time.perf_counter() - start, steps)
+                except Exception:  # noqa: BLE001 - an engine that failed to join or died: free no more,
+                    steps.update(("wake", "join"))  # the report says what still runs
                 time.sleep(self.poll)
         except KeyboardInterrupt:  # pressed again: report what is known now
             pass

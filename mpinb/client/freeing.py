@@ -71,14 +71,19 @@ def _come_back(run, ranks, joins=()) -> bool:
 
 
 def join_collectives(run, groups: dict[tuple, list[int]]) -> bool:
-    """Have the idle ranks of each communicator join the exchange its waiting ranks are in;
-    whether every waiting rank came back."""
+    """Have the idle ranks of each communicator join the exchange its waiting ranks are in, if
+    every one of them can (a joiner alone would wait in the exchange forever); whether every
+    waiting rank came back."""
+    joiners = {}
+    for (comm, members), ranks in groups.items():
+        joiners[comm, members] = [m for m in members if m not in ranks]
+        if any(m in run.pending and not run.pending[m].ready() for m in joiners[comm, members]):
+            return False  # a member still runs something else: it cannot join
+    if not run.cluster.at_rest({m for group in joiners.values() for m in group}):
+        return False  # one has a call of its own under way or queued: none joins
     joins, waiting = [], []
     for (comm, members), ranks in groups.items():
-        joiners = [m for m in members if m not in ranks]
-        if any(m in run.pending and not run.pending[m].ready() for m in joiners):
-            return False  # a member still runs something else: it cannot join
-        joins.append(run.cluster.join(joiners, comm))
+        joins.append(run.cluster.join(joiners[comm, members], comm))
         waiting += ranks
     return _come_back(run, waiting, joins)
 
@@ -139,8 +144,8 @@ def after_stop(run, elapsed: float, steps: set[str]) -> None:
 
 
 def wake_receivers(run) -> list[int]:
-    """The stop button's part: wake the ranks still waiting in a receive (the others may stop
-    by themselves, or stay blocked: free_in_place can then still free them); the ranks woken."""
+    """The stop button's first part: wake the ranks still waiting in a receive (the others may
+    stop by themselves, or wait in an exchange that after_stop then joins); the ranks woken."""
     waiting = [r for r in _running(run) if (run.cluster.inflight(r) or {}).get("withdrawable")]
     if waiting and run.cluster.wake(waiting):
         return waiting

@@ -79,6 +79,17 @@ class ClusterHealth:
         """Whether every engine takes back a waiting receive when woken (mpinb.engine.withdraw)."""
         return bool(self.engines) and all(e.get("wake_signal") for e in self.engines)
 
+    def at_rest(self, ranks, timeout: float = 10.0) -> bool:
+        """Whether every one of the idle ``ranks`` has no call of its own under way or queued, so
+        that all of them may join an exchange (mpinb.engine.withdraw.at_rest); False if one
+        cannot say so within ``timeout``."""
+        from ..engine.withdraw import at_rest
+
+        try:
+            return all(self.rank_view(sorted(ranks)).apply_async(at_rest).get(timeout=timeout))
+        except Exception:  # noqa: BLE001 - an engine that cannot answer cannot join either
+            return False
+
     def join(self, ranks, comm: str):
         """Have the idle ``ranks`` join the signature exchange that the others wait in on ``comm``
         ("world" or "default"), to free them (mpinb.engine.withdraw.join); its AsyncResult."""

@@ -14,6 +14,7 @@ import contextlib
 import sys
 import time
 
+from ..errors import QueuedCallFreed
 from ..options import CellOptions
 from ..wire import values
 from ..wire.cells import cell_filename
@@ -58,12 +59,15 @@ def _run(code: str, filename: str, options: CellOptions) -> RankRecord:
     if options.hlo:
         hlo_capture.forget_hlo_modules()  # modules compiled outside %%mpijax cells
     eager = None
+    label = STATE.cell_labels[filename]
     if options.compare:
         freed = withdraw.freed()
         eager = passes.eager_pass(code, ns, filename, options.header)
         record.eager_error = eager[3]
-        if withdraw.freed() != freed:  # freed where it waited: the jitted pass would wait again
-            record.ok, record.error = False, eager[3]
+        settled = _queued_work_done(record, label)
+        if not settled or withdraw.freed() != freed:  # stopped, or freed where it waited: the
+            if record.ok:  # jitted pass would wait again
+                record.ok, record.error = False, eager[3]
             return record
     t0 = time.perf_counter()
     value = None
@@ -74,11 +78,7 @@ def _run(code: str, filename: str, options: CellOptions) -> RankRecord:
     except BaseException as exc:  # noqa: BLE001 - reported to the client per rank
         record.ok = False
         record.error = error_info(exc)
-    try:  # also after an error: what the cell queued before it still runs its collectives
-        settle.dispatched_work(STATE.cell_labels[filename])
-    except BaseException as exc:  # noqa: BLE001 - the stop button, while the queued work runs
-        if record.ok:
-            record.ok, record.error = False, error_info(exc)
+    _queued_work_done(record, label)  # also after an error: what it queued still runs its collectives
     record.elapsed = time.perf_counter() - t0
     _summaries(record, ns, value, options)
     if options.compare and record.ok and record.eager_error is None:
@@ -87,6 +87,26 @@ def _run(code: str, filename: str, options: CellOptions) -> RankRecord:
     if options.hlo:
         record.hlo = [(name, hlo_capture.name_cells(text)) for name, text in hlo_capture.new_hlo_modules()]
     return record
+
+
+def _queued_work_done(record: RankRecord, label: str) -> bool:
+    """Wait until the work the pass queued for XLA has run (mpinb.engine.settle); False, the
+    record failed (if it was not already), when the stop button came meanwhile or a call of that
+    work was freed where it waited (nothing raised its error: the arrays hold it)."""
+    freed = withdraw.freed()
+    try:
+        settle.dispatched_work(label)
+    except BaseException as exc:  # noqa: BLE001 - the stop button, raised once the work has run
+        error = error_info(exc)
+    else:
+        if withdraw.freed() == freed:
+            return True
+        error = error_info(QueuedCallFreed(
+            "a call that this cell's jitted work queued was freed where it waited, after the cell's code "
+            "returned (a proven deadlock or the stop button); the arrays it was to produce hold its error"))
+    if record.ok:
+        record.ok, record.error = False, error
+    return False
 
 
 def _summaries(record: RankRecord, ns: dict, value, options: CellOptions) -> None:

@@ -1,8 +1,9 @@
 """The optimized HLO of what a rank compiles (engine side). XLA dumps each compiled module into
 this rank's directory (``--xla_dump_to``, set by mpinb.engine.startup before JAX initialises,
 about 11 files per module); after each cell the engine reads the optimized text of the new
-modules and deletes every dump file and folder, so the directory does not grow. ``%mpijax hlo f(x)``
-compiles afresh (:func:`compiled_hlo`) and needs no file.
+modules (not mpinb's own fence, mpinb.engine.settle) and deletes every dump file and folder,
+so the directory does not grow. ``%mpijax hlo f(x)`` compiles afresh (:func:`compiled_hlo`)
+and needs no file.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..analysis import hlo
 from ..analysis.hlo_text import parse_module
 from ..wire import cells
 from .code import namespace
+from .settle import FENCE_MODULE
 from .state import STATE
 
 HLO_SUFFIX = ".cpu_after_optimizations.txt"
@@ -35,7 +37,7 @@ def new_hlo_modules() -> list[tuple[str, str]]:
     with os.scandir(dump) as it:
         entries = sorted(it, key=lambda entry: entry.name)
     for entry in entries:
-        if entry.name.endswith(HLO_SUFFIX) and entry.is_file():
+        if entry.name.endswith(HLO_SUFFIX) and entry.is_file() and FENCE_MODULE not in entry.name:
             with contextlib.suppress(OSError), open(entry.path) as fh:
                 out.append((entry.name[: -len(HLO_SUFFIX)], fh.read(MAX_HLO_CHARS)))
         if entry.is_dir(follow_symlinks=False):  # XLA's per-module folder (module.mlir, options)

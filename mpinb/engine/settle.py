@@ -5,13 +5,15 @@ may still have mpinb collectives queued behind a long computation: were the rank
 having left the cell then, a rank waiting in that collective would be called deadlocked ("rank
 1 left the cell without calling it", mpinb.analysis.deadlock) when it only waits for a slower
 rank, and freeing it would break the collective the slower rank is about to call. So the end of
-a cell waits for a *fence*: a tiny jitted computation on this process's first CPU device,
-dispatched last. XLA's CPU client runs the computations of a process in the order they were
+a cell waits for *fences*: a tiny jitted computation on each CPU device of this process,
+dispatched last. XLA's CPU client runs the computations of a device in the order they were
 dispatched, the same property that keeps mpinb's collectives in program order across jitted
-calls, so the fence is done once everything dispatched before it is. The wait polls, so that
-the stop button (SIGINT) interrupts it; meanwhile the rank still runs the cell, and its live
-state says so (``STATE.settling``, read by mpinb.engine.stall). Nothing is waited for when JAX's backend
-was never started (nothing can have been dispatched).
+calls, so a fence is done once everything dispatched to its device before it is. The wait polls;
+the stop button (SIGINT) does not end it while that work still runs (the rank stays visible,
+blocked where that work is, and can be freed there): the KeyboardInterrupt is raised once the
+work is done. Meanwhile the rank still runs the cell, and its live state says so
+(``STATE.settling``, read by mpinb.engine.stall). Nothing is waited for when JAX's backend was
+never started (nothing can have been dispatched).
 """
 
 from __future__ import annotations
@@ -23,45 +25,47 @@ from .state import STATE
 
 POLL_FIRST = 0.0002  # seconds between the first checks: queued work is usually done by then
 POLL_MOST = 0.01
+#: the fences' jitted function, as XLA names its module (left out of the cell's --hlo)
+FENCE_MODULE = "jit_mpinb_fence"
 
 
 @functools.cache
-def _fence():
-    """(the jitted fence, its operand on the first CPU device), made once; None without a CPU
-    backend (no mpinb collective can have run)."""
+def _fences():
+    """(the jitted fence, [its operand on each CPU device of this process]), made once; None
+    without a CPU backend (no mpinb collective can have run)."""
     import jax
     import numpy as np
 
     try:
-        device = jax.devices("cpu")[0]
+        devices = jax.local_devices(backend="cpu")
     except RuntimeError:
         return None
 
     def mpinb_fence(x):
         return x + 1
 
-    return jax.jit(mpinb_fence), jax.device_put(np.zeros((), np.int8), device)
+    return jax.jit(mpinb_fence), [jax.device_put(np.zeros((), np.int8), d) for d in devices]
 
 
-def _dispatch_fence():
-    """The fence's result, dispatched now; None when nothing can have been dispatched (JAX's
+def _dispatch_fences() -> list:
+    """The fences' results, dispatched now; [] when nothing can have been dispatched (JAX's
     backend never started, or no CPU backend)."""
     from mpinb.mpi.jax_compat import backends_are_initialized
 
     if not backends_are_initialized():
-        return None
-    made = _fence()
+        return []
+    made = _fences()
     if made is None:
-        return None
-    fence, operand = made
-    return fence(operand)
+        return []
+    fence, operands = made
+    return [fence(x) for x in operands]
 
 
-def _wait(done, until: float | None = None) -> bool:
-    """Poll ``done`` (backing off) until it is ready or ``until`` (time.monotonic()) has passed;
-    whether it is ready."""
+def _wait(dones: list, until: float | None = None) -> bool:
+    """Poll ``dones`` (backing off) until all are ready or ``until`` (time.monotonic()) has
+    passed; whether all are ready."""
     pause = POLL_FIRST
-    while not done.is_ready():
+    while not all(d.is_ready() for d in dones):
         if until is not None and time.monotonic() >= until:
             return False
         time.sleep(pause)
@@ -71,21 +75,29 @@ def _wait(done, until: float | None = None) -> bool:
 
 def dispatched_work(label: str) -> None:
     """Wait until the work this process dispatched to XLA's CPU client has run (see the module
-    docstring); ``label``: the cell's, for the live state. KeyboardInterrupt (the stop button)
-    ends the wait and propagates."""
-    done = _dispatch_fence()
-    if done is None or done.is_ready():
+    docstring); ``label``: the cell's, for the live state. A KeyboardInterrupt (the stop
+    button) meanwhile is raised once that work has run."""
+    dones = _dispatch_fences()
+    if all(d.is_ready() for d in dones):
         return
     STATE.settling = label
+    stopped = None
     try:
-        _wait(done)
+        while True:
+            try:
+                _wait(dones)
+                break
+            except KeyboardInterrupt as exc:  # the queued work still runs: wait on, visibly
+                stopped = exc
     finally:
         STATE.settling = None
+    if stopped is not None:
+        raise stopped
 
 
 def idle(wait: float) -> bool:
     """Whether every computation this process dispatched has run, waiting up to ``wait``
-    seconds: before a rank joins a collective to free others, or drops messages left over (a
-    cell stopped while its queued work ran would still call that collective, or receive them)."""
-    done = _dispatch_fence()
-    return done is None or _wait(done, time.monotonic() + wait)
+    seconds: before a rank joins a collective to free others, or drops messages left over. A
+    cell ends only once its work has run, so an idle rank has none; this is the safety net."""
+    dones = _dispatch_fences()
+    return _wait(dones, time.monotonic() + wait)

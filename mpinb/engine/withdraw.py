@@ -8,8 +8,9 @@ receive back and fails with an error saying so: the cell ends there and the engi
 variables. A rank waiting in checked mode's signature exchange of an mpinb collective on
 COMM_WORLD or mpinb's clone of it, for ranks that left the cell without calling it, is freed by
 those ranks joining that exchange to say so (``join``), after a proven deadlock and at the
-stop button: the collective then fails on it before it ran. A rank joins only once the work it
-queued has run (mpinb.engine.settle): that work might call this very collective. Sends under
+stop button: the collective then fails on it before it ran. Every joiner is asked first
+(``at_rest``): none joins unless all can, and none can while a call of its own is under way
+or queued (mpinb.engine.settle): it might be this very collective. Sends under
 way and collectives past the exchange cannot be taken back in MPI; a rank blocked in one still
 needs a restart.
 
@@ -34,8 +35,9 @@ ENV = "MPINB_WITHDRAW"
 WAKE_SIGNAL: int | None = int(signal.SIGRTMIN) + 4 if hasattr(signal, "SIGRTMIN") else None
 #: seconds without a new message before dropping stops, and at most in all
 QUIET, LIMIT = 0.2, 5.0
-#: seconds a rank asked to join or drop waits for the work it queued before it refuses
-IDLE_WAIT = 0.5
+#: seconds a rank asked to join or drop waits for work it queued before it refuses (a cell ends
+#: only once its work ran, so an idle rank has none: mpinb.engine.settle)
+IDLE_WAIT = 0.05
 
 
 def install() -> int | None:
@@ -85,12 +87,21 @@ def drop_left() -> tuple[list[dict], int]:
     from . import mpi_watch
 
     lib = library.load()
-    if lib.inflight() is not None or not settle.idle(IDLE_WAIT):  # a call of its own is under way
-        return [], 0  # or queued (its cell was stopped): the messages may be that call's
+    if not at_rest():  # a call of its own under way or queued: the messages may be that call's
+        return [], 0
     handles = {handle_of(MPI.COMM_WORLD), handle_of(default_comm())}
     handles.update(lib.withdrawn_comms())
     handles.update(mpi_watch.take_withdrawn_comms())
     return lib.drop_stale(sorted(handles), QUIET, LIMIT)
+
+
+def at_rest() -> bool:
+    """Whether no call of this rank's own is under way or queued: then it may join an exchange
+    or drop messages left over. Asked of every joiner before any joins (a joiner alone would
+    wait forever in the exchange); an idle engine starts nothing in between."""
+    from mpinb.mpi import library
+
+    return library.load().inflight() is None and settle.idle(IDLE_WAIT)
 
 
 def join(comm: str) -> bool:
@@ -104,8 +115,8 @@ def join(comm: str) -> bool:
     from mpinb.mpi.validation import default_comm, handle_of
 
     lib = library.load()
-    if lib.inflight() is not None or not settle.idle(IDLE_WAIT):  # a call of its own under way or
-        return False  # queued (its cell was stopped while that work ran): it may be this very collective
+    if not at_rest():  # a call of its own under way or queued: it may be this very collective
+        return False
     handle = handle_of(MPI.COMM_WORLD if comm == "world" else default_comm())
     lib.join_agreement(handle)
     return True
