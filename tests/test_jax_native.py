@@ -37,6 +37,19 @@ def cluster(request):
         yield c
 
 
+def test_a_cell_ends_once_the_work_it_queued_ran_on_every_process(cluster):
+    """The end of a cell waits for a fence on each of this process's own CPU devices
+    (mpinb.engine.settle), not on process 0's: the work a cell queued is done when the next
+    cell starts, on every rank."""
+    code = ("import jax, jax.numpy as jnp\n"
+            "slow = jax.jit(lambda a: jax.lax.fori_loop(0, 400, lambda i, b: jnp.tanh(b @ b), a))\n"
+            "a = jnp.full((300, 300), 1e-3, jnp.float32)\nslow(a).block_until_ready()\n")
+    assert cluster.run_cell(code).ok
+    assert cluster.run_cell("queued = slow(a)").ok
+    res = cluster.run_cell("done = queued.is_ready()", show=["done"])
+    assert [res.records[r].show["done"]["repr"] for r in range(cluster.n)] == ["True"] * cluster.n, res.text()
+
+
 def test_process_count_is_the_number_of_ranks_without_boilerplate(cluster):
     res = cluster.run_cell("import jax\nwhere = (jax.process_count(), jax.process_index(), jax.device_count())",
                            show=["where"])
