@@ -153,6 +153,20 @@ def test_live_states_while_a_cell_waits(cluster):
     usable(cluster)
 
 
+def test_a_stop_in_compare_s_eager_pass_stops_the_cell(cluster):
+    """--compare runs the cell eagerly first (its output held for the comparison): stopped
+    there, the cell ends, its jitted pass (which would sleep again) not run."""
+    def wanted(now):
+        return all(now.get(r, ("", 0.0))[0] == "running" and now[r][1] > 1.0 for r in range(3))
+
+    states = States(wanted)
+    res = cluster.run_cell("import time\ntime.sleep(60)", compare=True, stream=states)
+    assert states.seen is not None, states.now
+    assert res.interrupted and all(res.states[r] == "failed" for r in range(3)), res.text()
+    assert all(res.records[r].error.ename == "KeyboardInterrupt" for r in range(3)), res.text()
+    usable(cluster)
+
+
 def test_interrupt_frees_ranks_running_python(cluster):
     """Waits until every rank has printed 'tick' (all run the cell's Python), then presses stop."""
     stop = OnOutput("tick", range(3), press_stop)

@@ -62,7 +62,12 @@ def _run(code: str, filename: str, options: CellOptions) -> RankRecord:
     label = STATE.cell_labels[filename]
     if options.compare:
         freed = withdraw.freed()
-        eager = passes.eager_pass(code, ns, filename, options.header)
+        try:
+            eager = passes.eager_pass(code, ns, filename, options.header)
+        except KeyboardInterrupt as exc:  # the stop button: no jitted pass
+            record.ok, record.error = False, error_info(exc)
+            _queued_work_done(record, label)
+            return record
         record.eager_error = eager[3]
         settled = _queued_work_done(record, label)
         if not settled or withdraw.freed() != freed:  # stopped, or freed where it waited: the

@@ -164,7 +164,8 @@ def eager_pass(code: str, ns: dict, filename: str, header: str = ""):
     """Run the cell under jax.disable_jit() in the real namespace, so that functions defined in
     earlier cells read the cell's new globals (as eager execution would), then roll the bindings
     back for the jitted pass. Returns (the namespace as the eager pass left it, its value, what it
-    printed, its error or None)."""
+    printed, its error or None). The stop button's KeyboardInterrupt propagates (after the
+    rollback): a stopped cell has no jitted pass."""
     import jax
 
     snapshot = dict(ns)
@@ -173,6 +174,8 @@ def eager_pass(code: str, ns: dict, filename: str, header: str = ""):
     try:
         with jax.disable_jit(), contextlib.redirect_stdout(out):
             value = execute_code(code, ns, filename, header)
+    except KeyboardInterrupt:
+        raise
     except BaseException as exc:  # noqa: BLE001 - reported, the jitted run still happens
         error = error_info(exc)
     finally:
