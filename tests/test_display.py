@@ -447,6 +447,11 @@ def test_the_words_about_blocked_ranks_agree_in_the_report_and_when_the_next_cel
     assert "interrupt it" not in refused
     computing = busy_words([1], {1: None}, {}, replayed=0)
     assert computing.endswith(": the ranks still running can be interrupted (stop button) or restarted")
+    # a rank finishing what its jitted calls queued (mpinb.engine.settle): the stop cannot end that
+    settling = busy_words([2], {2: None}, {2: {"cell": "In[4]", "settling": True}}, replayed=0)
+    assert settling == ("rank 2 still runs an earlier cell (rank 2 finishing the work its jitted calls queued after "
+                        "Cell In[4] returned): rank 2 is finishing work that jitted calls queued, which cannot be "
+                        "interrupted: wait for it, or run %mpijax restart (the engines' variables are lost)")
 
 
 def test_output_that_differs_only_by_each_rank_s_own_number_is_said_once():

@@ -156,8 +156,9 @@ def test_live_states_while_a_cell_waits(cluster):
 def test_a_stop_in_compare_s_eager_pass_stops_the_cell(cluster):
     """--compare runs the cell eagerly first (its output held for the comparison): stopped
     there, the cell ends, its jitted pass (which would sleep again) not run."""
-    def wanted(now):
-        return all(now.get(r, ("", 0.0))[0] == "running" and now[r][1] > 1.0 for r in range(3))
+    def wanted(now):  # every rank sleeps on line 2 (an idle engine would ignore the SIGINT)
+        return all(now.get(r, ("",))[0] == "running" and (states.where.get(r) or {}).get("line") == 2
+                   for r in range(3))
 
     states = States(wanted)
     res = cluster.run_cell("import time\ntime.sleep(60)", compare=True, stream=states)

@@ -19,11 +19,23 @@ class Task:
         return True
 
 
+class Joined(Task):
+    """A join's AsyncResult over several engines: a list, one answer each."""
+
+    def __init__(self, answers):
+        super().__init__(True)
+        self.answers = answers
+
+    def get(self, timeout=None):
+        return self.answers
+
+
 class Cluster:
     """Records what it was asked; a woken or joined rank comes back if ``frees``."""
 
     def __init__(self, inflight, wakeable=True, frees=True, busy=()):
         self.records, self.wakeable, self.frees, self.busy = inflight, wakeable, frees, set(busy)
+        self.refuses = False
         self.woken, self.joined, self.run, self.asked = [], [], None, []
 
     def at_rest(self, ranks):
@@ -44,7 +56,7 @@ class Cluster:
     def join(self, ranks, comm):
         self.joined.append((sorted(ranks), comm))
         self._free([r for r, rec in self.records.items() if rec.get("joinable") == comm])
-        return Task(True)
+        return Joined([not self.refuses] * len(ranks))  # one answer per joiner, as a DirectView gives
 
     def _free(self, ranks):
         if self.frees:
@@ -164,3 +176,25 @@ def test_no_rank_joins_unless_every_joiner_is_at_rest():
     cluster.busy = set()  # all at rest: both exchanges are joined
     assert freeing.free_in_place(Run(cluster, {0: True, 1: False, 2: False, 3: True})) == [1, 2]
     assert cluster.joined == [([0], "default"), ([0, 3], "world")]
+
+
+def test_a_join_refused_on_the_engine_frees_no_one():
+    """Each joiner answers for itself (a list): one False means the join freed no one, even if
+    the waiting ranks then came back for another reason."""
+    cluster = Cluster({1: BARRIER, 2: BARRIER})
+    cluster.refuses = True
+    assert freeing.free_in_place(Run(cluster, {0: True, 1: False, 2: False})) == []
+    assert cluster.joined == [([0], "default")]
+
+
+def test_the_stop_button_wakes_a_receive_its_queued_work_reaches_late():
+    """Rank 1 reaches its receive only after the first wake: it is woken on a later poll, once."""
+    cluster = Cluster({})
+    run, steps = StoppedRun(cluster, {0: True, 1: False}), set()
+    freeing.after_stop(run, freeing.WAKE_AFTER * 2, steps)
+    assert cluster.woken == [] and run.woken == []
+    cluster.frees = False
+    cluster.records[1] = RECV
+    freeing.after_stop(run, freeing.WAKE_AFTER * 3, steps)
+    freeing.after_stop(run, freeing.WAKE_AFTER * 4, steps)
+    assert cluster.woken == [[1]] and run.woken == [1]

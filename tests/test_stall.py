@@ -1,10 +1,8 @@
 """Where a running cell is, read from a stack (mpinb.engine.stall), on stacks made here: cells
 compiled under the engines' cell file names, a function of an earlier cell, a jitted call."""
 
-import _thread
 import linecache
 import sys
-import threading
 
 import jax
 import jax.numpy as jnp
@@ -77,7 +75,7 @@ def test_the_end_of_a_cell_waits_for_the_work_it_queued():
     assert y.is_ready() and STATE.settling is None
 
 
-def test_the_stop_button_ends_the_wait_only_once_the_queued_work_has_run():
+def test_the_stop_button_ends_the_wait_only_once_the_queued_work_has_run(monkeypatch):
     """A KeyboardInterrupt (the stop button) while the cell's queued work still runs is held:
     the rank stays visible as running (it may wait in a collective that can be freed there)
     and the interrupt is raised once that work is done."""
@@ -85,10 +83,16 @@ def test_the_stop_button_ends_the_wait_only_once_the_queued_work_has_run():
     x = jnp.full((300, 300), 1e-3, jnp.float32)
     slow(x).block_until_ready()
     settle.dispatched_work("In[5]")
+    real_wait, pressed = settle._wait, []
+
+    def stop_once(dones, until=None):
+        if not pressed:
+            pressed.append(STATE.settling)
+            raise KeyboardInterrupt  # as SIGINT raises it in the wait's sleep
+        return real_wait(dones, until)
+
+    monkeypatch.setattr(settle, "_wait", stop_once)
     y = slow(x)
-    timer = threading.Timer(0.02, _thread.interrupt_main)
-    timer.start()
     with pytest.raises(KeyboardInterrupt):
         settle.dispatched_work("In[5]")
-    timer.join()
-    assert y.is_ready() and STATE.settling is None
+    assert pressed == ["In[5]"] and y.is_ready() and STATE.settling is None

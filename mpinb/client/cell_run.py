@@ -348,7 +348,7 @@ class CellRun:
                 try:
                     freeing.after_stop(self, time.perf_counter() - start, steps)
                 except Exception:  # noqa: BLE001 - an engine that failed to join or died: free no more,
-                    steps.update(("wake", "join"))  # the report says what still runs
+                    steps.add("given up")  # the report says what still runs
                 time.sleep(self.poll)
         except KeyboardInterrupt:  # pressed again: report what is known now
             pass

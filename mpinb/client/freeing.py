@@ -61,7 +61,7 @@ def _come_back(run, ranks, joins=()) -> bool:
     end = time.perf_counter() + WITHDRAW_WAIT
     while time.perf_counter() < end:
         if all(run.pending[r].ready() for r in ranks) and all(j.ready() for j in joins):
-            return all(j.get(0) for j in joins)  # a joiner that refused (busy) freed no one
+            return all(all(j.get(0)) for j in joins)  # one per joiner; one that refused freed no one
         unfinished = [j for j in joins if not j.ready()]
         if unfinished and run.all_ready():
             unfinished[0].wait(run.poll)
@@ -120,14 +120,16 @@ def tidy_after(run, result: CellResult, freed: list[int], woken: list[int]) -> N
 
 def after_stop(run, elapsed: float, steps: set[str]) -> None:
     """One poll of the stop button's grace period, ``elapsed`` seconds after the SIGINT
-    (``steps`` keeps what was done): after WAKE_AFTER, wake the ranks waiting in a receive;
-    then, once every rank still running has waited a while in a collective's exchange (a fresh
-    report: it stays there), have the idle ranks join it, once. The ranks freed go to
-    ``run.woken``."""
-    if "wake" not in steps:
-        if elapsed > WAKE_AFTER:
-            steps.add("wake")
-            run.woken = wake_receivers(run)
+    (``steps`` keeps what was done): after WAKE_AFTER, wake the ranks waiting in a receive (also
+    one whose queued work reaches a receive later); then, once every rank still running has
+    waited a while in a collective's exchange (a fresh report: it stays there), have the idle
+    ranks join it, once. The ranks freed go to ``run.woken``. Nothing more once ``steps``
+    holds "given up" (freeing failed: the report says what still runs)."""
+    if elapsed <= WAKE_AFTER or "given up" in steps:
+        return
+    woken = wake_receivers(run, skip=run.woken)
+    if woken:
+        run.woken += woken
         return
     if "join" in steps:
         return
@@ -143,10 +145,11 @@ def after_stop(run, elapsed: float, steps: set[str]) -> None:
             run.woken += running
 
 
-def wake_receivers(run) -> list[int]:
-    """The stop button's first part: wake the ranks still waiting in a receive (the others may
-    stop by themselves, or wait in an exchange that after_stop then joins); the ranks woken."""
-    waiting = [r for r in _running(run) if (run.cluster.inflight(r) or {}).get("withdrawable")]
+def wake_receivers(run, skip=()) -> list[int]:
+    """The stop button's first part: wake the ranks still waiting in a receive, but those in
+    ``skip`` (woken already); the others may stop by themselves, or wait in an exchange that
+    after_stop then joins. The ranks woken."""
+    waiting = [r for r in _running(run) if r not in skip and (run.cluster.inflight(r) or {}).get("withdrawable")]
     if waiting and run.cluster.wake(waiting):
         return waiting
     return []

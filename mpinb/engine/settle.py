@@ -76,16 +76,16 @@ def _wait(dones: list, until: float | None = None) -> bool:
 def dispatched_work(label: str) -> None:
     """Wait until the work this process dispatched to XLA's CPU client has run (see the module
     docstring); ``label``: the cell's, for the live state. A KeyboardInterrupt (the stop
-    button) meanwhile is raised once that work has run."""
-    dones = _dispatch_fences()
-    if all(d.is_ready() for d in dones):
-        return
-    STATE.settling = label
-    stopped = None
+    button) meanwhile, even while the fences are dispatched, is raised once that work has run."""
+    dones, stopped = None, None
     try:
         while True:
             try:
-                _wait(dones)
+                if dones is None:
+                    dones = _dispatch_fences()
+                if not all(d.is_ready() for d in dones):
+                    STATE.settling = label
+                    _wait(dones)
                 break
             except KeyboardInterrupt as exc:  # the queued work still runs: wait on, visibly
                 stopped = exc

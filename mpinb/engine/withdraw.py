@@ -35,9 +35,9 @@ ENV = "MPINB_WITHDRAW"
 WAKE_SIGNAL: int | None = int(signal.SIGRTMIN) + 4 if hasattr(signal, "SIGRTMIN") else None
 #: seconds without a new message before dropping stops, and at most in all
 QUIET, LIMIT = 0.2, 5.0
-#: seconds a rank asked to join or drop waits for work it queued before it refuses (a cell ends
-#: only once its work ran, so an idle rank has none: mpinb.engine.settle)
-IDLE_WAIT = 0.05
+#: seconds a rank asked whether it is at rest waits for work it queued before it says no (a cell
+#: ends only once its work ran, so an idle rank has none: mpinb.engine.settle)
+IDLE_WAIT = 1.0
 
 
 def install() -> int | None:
@@ -106,17 +106,16 @@ def at_rest() -> bool:
 
 def join(comm: str) -> bool:
     """Join the signature exchange that ranks of ``comm`` ("world" or "default": mpinb's clone)
-    wait in for this rank, to free them (ext/withdraw.pxi). True once done; False, joining
-    nothing, while a call of this rank's own is under way, or work it queued has not run
-    within IDLE_WAIT (mpinb.engine.settle)."""
+    wait in for this rank, to free them (ext/withdraw.pxi), once every joiner said it is
+    ``at_rest``. True once done; False, joining nothing, while a call of its own is under way."""
     from mpi4py import MPI
 
     from mpinb.mpi import library
     from mpinb.mpi.validation import default_comm, handle_of
 
     lib = library.load()
-    if not at_rest():  # a call of its own under way or queued: it may be this very collective
-        return False
+    if lib.inflight() is not None:  # at_rest was asked of every joiner just before, and an idle
+        return False  # engine starts nothing since: a second timed check could refuse alone
     handle = handle_of(MPI.COMM_WORLD if comm == "world" else default_comm())
     lib.join_agreement(handle)
     return True

@@ -212,16 +212,22 @@ def dropped_words(dropped: dict[int, tuple[list[dict], int]]) -> str:
 def way_out(running, inflight: dict, where: dict, replayed: int) -> list[str]:
     """What to do about ranks still running a cell, in the same words wherever it is said (the
     cell's report, a next cell refused): ranks blocked inside MPI or a jitted collective cannot
-    be interrupted and need a restart; the others can be interrupted."""
+    be interrupted and need a restart; nor can the work a rank's jitted calls queued, which it
+    finishes after the cell's code returned (mpinb.engine.settle); the others can be interrupted."""
     blocked = [r for r in running if inflight.get(r)]
     in_jax = [r for r in running if not inflight.get(r) and in_jitted_collective(where.get(r))]
-    if not (blocked or in_jax):
+    queued = [r for r in running if not inflight.get(r) and (where.get(r) or {}).get("settling")]
+    if not (blocked or in_jax or queued):
         return ["the ranks still running can be interrupted (stop button) or restarted"] if running else []
     after = (f" (your {replayed} --setup cell{'s are' if replayed > 1 else ' is'} replayed; the engines' other "
              "variables are lost)" if replayed else " (the engines' variables are lost)")
     inside = [(blocked, "MPI"), (in_jax, "a jitted collective")]
-    return [f"{label(ranks)} {'are' if len(ranks) > 1 else 'is'} blocked inside {what} and cannot be interrupted: "
-            f"run %mpijax restart{after}" for ranks, what in inside if ranks]
+    out = [f"{label(ranks)} {'are' if len(ranks) > 1 else 'is'} blocked inside {what} and cannot be interrupted: "
+           f"run %mpijax restart{after}" for ranks, what in inside if ranks]
+    if queued:
+        out.append(f"{label(queued)} {'are' if len(queued) > 1 else 'is'} finishing work that jitted calls queued, "
+                   f"which cannot be interrupted: wait for it, or run %mpijax restart{after}")
+    return out
 
 
 def busy_words(busy: list[int], inflight: dict, where: dict, replayed: int) -> str:
