@@ -18,6 +18,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -124,13 +125,31 @@ def check_notebook(folder: str, name: str) -> None:
          f"({time.monotonic() - started:.0f} s)")
 
 
+def remove_when_released(root: str, wait: float = 60.0) -> None:
+    """Remove the temporary folder once nothing writes into it any more: the notebook's kernel
+    has ended, but the cluster it started (its controller's logs, in IPYTHONDIR) is stopped by
+    its watchdog a moment later. Fails naming what is still written after ``wait`` seconds (a
+    cluster that outlived its kernel)."""
+    end = time.monotonic() + wait
+    while True:
+        try:
+            shutil.rmtree(root)
+            return
+        except OSError:
+            if time.monotonic() > end:
+                left = sorted(str(p) for p in Path(root).rglob("*"))[:20]
+                raise AssertionError(f"{root} still written to {wait:.0f} s after the checks: {left}") from None
+            time.sleep(0.5)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", required=True, type=Path, help="the source tree the package was built from")
     parser.add_argument("--kind", default="install", help="what was installed (for the log)")
     args = parser.parse_args()
     assert not (Path.cwd() / "mpinb").exists(), "run this from a folder outside the source tree"
-    with tempfile.TemporaryDirectory(prefix=f"mpinb-{args.kind}-") as root:
+    root = tempfile.mkdtemp(prefix=f"mpinb-{args.kind}-")
+    try:
         hermetic_environment(root)
         check_installed(args.source)
         check_modules(args.source)
@@ -139,6 +158,8 @@ def main() -> int:
         notebooks = check_tutorials(folder)
         check_demo()
         check_notebook(folder, notebooks[0])
+    finally:
+        remove_when_released(root)
     step(f"{args.kind}: every check passed")
     return 0
 
