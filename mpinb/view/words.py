@@ -8,7 +8,7 @@ from ..analysis import hlo
 from ..analysis.compare import summary as comparison_words
 from ..analysis.grouping import label
 from ..analysis.hlo_text import human_bytes
-from ..wire.status import in_jitted_collective
+from ..wire.status import finishing_queued_work, in_jitted_collective
 from . import links
 
 
@@ -28,7 +28,7 @@ def describe_inflight(info: dict | None, where: dict | None = None) -> str:
     if where and where.get("call"):
         held = ", ".join(where.get("collectives") or []) or "no collective known"
         return f"waits in jit({where['call']}) ({held}){at}"
-    if where and where.get("settling"):
+    if finishing_queued_work(where):
         return f"finishing the work its jitted calls queued{at}"
     if where:
         return f"not inside an mpinb collective, running{at}"
@@ -38,7 +38,7 @@ def describe_inflight(info: dict | None, where: dict | None = None) -> str:
 def describe_where(where: dict) -> str:
     """'at Cell In[7], line 5' and, when the user's innermost frame is elsewhere, ', in stepper
     (Cell In[3], line 4)'; 'after Cell In[7] returned' while the work it queued runs."""
-    if where.get("settling"):
+    if finishing_queued_work(where):
         return f"after Cell {where['cell']} returned"
     text = f"at Cell {where['cell']}, line {where['line']}"
     if where.get("function"):
@@ -65,7 +65,7 @@ def live_words(state: str, seconds: float, inflight: dict | None, error_name: st
     line 1', 'running 5 s, finishing the work its jitted calls queued after Cell In[7] returned',
     'finished in 0.01 s', 'failed (ValueError)'."""
     if state == "running":
-        if inflight or in_jitted_collective(where) or (where and where.get("settling")):
+        if inflight or in_jitted_collective(where) or finishing_queued_work(where):
             return f"running {seconds:.0f} s, {describe_inflight(inflight, where)}"
         return f"running {seconds:.0f} s {describe_where(where)}" if where else f"running {seconds:.0f} s"
     if state == "failed":
@@ -216,7 +216,7 @@ def way_out(running, inflight: dict, where: dict, replayed: int) -> list[str]:
     finishes after the cell's code returned (mpinb.engine.settle); the others can be interrupted."""
     blocked = [r for r in running if inflight.get(r)]
     in_jax = [r for r in running if not inflight.get(r) and in_jitted_collective(where.get(r))]
-    queued = [r for r in running if not inflight.get(r) and (where.get(r) or {}).get("settling")]
+    queued = [r for r in running if not inflight.get(r) and finishing_queued_work(where.get(r))]
     if not (blocked or in_jax or queued):
         return ["the ranks still running can be interrupted (stop button) or restarted"] if running else []
     after = (f" (your {replayed} --setup cell{'s are' if replayed > 1 else ' is'} replayed; the engines' other "

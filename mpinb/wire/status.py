@@ -67,6 +67,12 @@ def in_jitted_collective(where: dict | None) -> bool:
     return bool(where and where.get("call") and where.get("collectives"))
 
 
+def finishing_queued_work(where: dict | None) -> bool:
+    """Whether the rank's cell code returned and it waits for the work its jitted calls queued
+    (mpinb.engine.settle)."""
+    return bool(where and where.get("settling"))
+
+
 def describe_exit(returncode: int) -> str:
     if returncode < 0:
         try:
