@@ -1,7 +1,13 @@
 """The ranks compared before the first cell (mpinb.analysis.preflight), on made-up accounts (pure)."""
 
+import time
+
+import pytest
+
 from mpinb.analysis.preflight import differences, oversubscribed
+from mpinb.client.preflight import ask_every_engine
 from mpinb.engine.preflight import package_versions, report
+from mpinb.errors import EngineSetupError
 
 SAME = {"python": "3.11.7", "mpinb": "0.1.0", "jax": "0.10.2", "jaxlib": "0.10.2", "mpi4py": "4.1.2",
         "mpi_library": "MPICH Version: 5.0.2", "mpinb_library": "ok", "cores": 2}
@@ -61,3 +67,70 @@ def test_this_process_s_own_account():
     assert mine["rank"] == 0 and mine["cores"] >= 1
     assert {k: mine[k] for k in package_versions()} == package_versions()
     assert mine["mpinb_library"] == "ok" and mine["mpi_library"]
+
+
+class Answer:
+    """An engine's answer as ipyparallel's AsyncResult gives it: pending (None), a value, or an error."""
+
+    def __init__(self, value=None, error=None):
+        self.value, self.error = value, error
+
+    def ready(self):
+        return self.value is not None or self.error is not None
+
+    def successful(self):
+        return self.error is None
+
+    def get(self):
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class Engines:
+    """A cluster whose engines answer as told (``answers``: rank -> Answer)."""
+
+    def __init__(self, answers, ended=None, start_timeout=0.5):
+        self.answers, self.ended, self.start_timeout = answers, ended, start_timeout
+        self.client = self
+
+    @property
+    def ids(self):
+        return list(self.answers)
+
+    def __getitem__(self, rank):
+        answer = self.answers[rank]
+        return type("OneEngine", (), {"apply_async": lambda _self, fn, *args: answer})()
+
+    def launcher_ended(self):
+        return self.ended
+
+
+class Remote(Exception):
+    ename, evalue = "RuntimeError", "no backend"
+
+
+def test_every_engine_s_answer_in_rank_order():
+    assert ask_every_engine(Engines({1: Answer("b"), 0: Answer("a")}), "q", len) == ["a", "b"]
+
+
+def test_ranks_that_do_not_answer_are_named_after_start_timeout():
+    started = time.monotonic()
+    with pytest.raises(EngineSetupError, match=r"the ranks' check: ranks 1, 3 of 4 did not answer \(waited 0 s"):
+        ask_every_engine(Engines({0: Answer(1), 1: Answer(), 2: Answer(1), 3: Answer()}), "the ranks' check", len)
+    assert 0.5 <= time.monotonic() - started < 5
+
+
+def test_an_error_ends_the_wait_at_once_even_while_others_are_silent():
+    engines = Engines({0: Answer(), 1: Answer(error=Remote())}, start_timeout=60)
+    started = time.monotonic()
+    with pytest.raises(EngineSetupError, match=r"the engines' setup failed on rank 1: RuntimeError: no backend"):
+        ask_every_engine(engines, "the engines' setup", len)
+    assert time.monotonic() - started < 5
+
+
+def test_a_launcher_that_ended_ends_the_wait_at_once():
+    engines = Engines({0: Answer(), 1: Answer("x")}, ended=137, start_timeout=60)
+    with pytest.raises(EngineSetupError,
+                       match=r"rank 0 of 2 did not answer \(the MPI launcher ended \(exit status 137"):
+        ask_every_engine(engines, "q", len)

@@ -42,8 +42,8 @@ from ..errors import (
 from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
 from ..options import CellOptions
 from . import lifetime, registry
-from .health import ClusterHealth, first_remote_error
-from .preflight import check_ranks
+from .health import ClusterHealth
+from .preflight import ask_every_engine, check_ranks
 from .progress import StartProgress
 
 DEFAULT_START_TIMEOUT = 120.0
@@ -236,8 +236,8 @@ class MPICluster(ClusterHealth):
         self.view.block = True
         progress.phase("checking the ranks")
         try:
-            self.preflight, self.notes = check_ranks(self.view)
-        except PreflightError:
+            self.preflight, self.notes = check_ranks(self)
+        except (PreflightError, EngineSetupError):
             self._teardown()
             raise
         progress.phase("setting up the engines")
@@ -259,18 +259,16 @@ class MPICluster(ClusterHealth):
 
     def _setup_engines(self) -> list[dict]:
         """Run the engines' setup (mpinb.engine.startup) on every rank; what each says of itself.
-        A setup that fails ends the cluster with the engine's own words."""
-        from ipyparallel.error import CompositeError
-
+        A setup that fails, or that some rank does not finish within start_timeout, ends the
+        cluster with the engine's own words or the ranks that did not answer."""
         from ..engine.startup import setup
 
         try:
-            return self.view.apply_sync(setup, self.dump_root, self.status_dir, self.checked,
-                                        self.jax_distributed, self.local_devices, self.devices)
-        except CompositeError as exc:
+            return ask_every_engine(self, "the engines' setup", setup, self.dump_root, self.status_dir,
+                                    self.checked, self.jax_distributed, self.local_devices, self.devices)
+        except EngineSetupError:
             self._teardown()
-            rank, ename, evalue = first_remote_error(exc)
-            raise EngineSetupError(f"the engines' setup failed on rank {rank}: {ename}: {evalue}") from None
+            raise
 
     def _wait_for_engines(self, t0: float, progress: StartProgress) -> None:
         """Wait until all n engines registered, counting them on the progress bar: TimeoutError
