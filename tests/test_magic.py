@@ -3,6 +3,7 @@
 import contextlib
 import io
 import re
+import time
 from unittest import mock
 
 import numpy as np
@@ -385,7 +386,7 @@ def test_each_rank_s_part_is_kept_even_once_ipyparallel_purged_its_caches(ip):
     """A rank's reply makes ipyparallel purge its caches of that message: a lookup by msg_id
     (client.get_result, client.metadata) then finds no output, or races into a KeyError; the
     per-rank tasks of a cell are made from the request's own futures and keep result and output."""
-    from mpinb.client.cell_run import per_rank
+    from mpinb.client.rank_task import per_rank
 
     cluster = cluster_of(ip)
     sent = cluster.rank_view([0, 1]).apply_async(divmod, 7, 2)
@@ -395,3 +396,25 @@ def test_each_rank_s_part_is_kept_even_once_ipyparallel_purged_its_caches(ip):
     tasks = per_rank(sent)
     assert [t.get(10) for t in tasks] == [(3, 1), (3, 1)]
     assert [t.ready() and t.metadata.get("engine_id") for t in tasks] == [0, 1]
+
+
+def test_each_rank_s_part_answers_as_ipyparallel_s_own_result_would(ip):
+    """Per rank, an engine's error is raised as ipyparallel raises it (a RemoteError with the
+    remote class's name), a reply not in yet is a TimeoutError, and output comes with the result."""
+    from ipyparallel.error import RemoteError
+    from ipyparallel.error import TimeoutError as NotYet
+
+    from mpinb.client.rank_task import per_rank
+
+    cluster = cluster_of(ip)
+    for task in per_rank(cluster.rank_view([0, 1]).apply_async(divmod, 7, 0)):
+        with pytest.raises(RemoteError) as raised:
+            task.get(60)
+        assert raised.value.ename == "ZeroDivisionError"
+    (sleeping,) = per_rank(cluster.rank_view([1]).apply_async(time.sleep, 1.5))
+    assert not sleeping.ready() and not sleeping.wait(0.1)
+    with pytest.raises(NotYet):
+        sleeping.get(0)
+    assert sleeping.get(60) is None and sleeping.ready()
+    (printing,) = per_rank(cluster.rank_view([1]).apply_async(print, "said", flush=True))
+    assert printing.get(60) is None and printing.wait_for_output(10) and printing.stdout == "said\n"

@@ -62,16 +62,16 @@ def merge_sections(per_rank: Mapping[int, list[tuple]]) -> list[tuple[list[int],
     equal content (its ``key`` where given: what the lines show may be equal when what they stand
     for, a picture, is not), then the sections of one rank set joined in their order. The rank
     sets are ordered by size (all ranks first), then by first rank; empty sections are left out."""
-    order: list[str] = []
-    for sections in per_rank.values():
-        for name, *_ in sections:
-            if name not in order:
-                order.append(name)
+    named: dict[int, dict[str, tuple]] = {r: {} for r in per_rank}
+    for r, sections in per_rank.items():
+        for section in sections:  # a name given twice: its first section counts
+            named[r].setdefault(section[0], section)
+    order = list(dict.fromkeys(name for sections in named.values() for name in sections))
     by_set: dict[tuple[int, ...], list[str]] = {}
     for name in order:
         content = {}
-        for r, sections in per_rank.items():
-            found = next((section for section in sections if section[0] == name), (name, ()))
+        for r, sections in named.items():
+            found = sections.get(name, (name, ()))
             lines = found[1]
             content[r] = (found[2] if len(found) > 2 else lines, lines)
         for ranks, (_, lines) in group_by(content):

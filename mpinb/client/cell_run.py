@@ -17,6 +17,7 @@ from ..options import CellOptions, parse_ranks
 from ..view.words import way_out
 from ..wire.records import ErrorInfo, RankRecord
 from . import freeing
+from .rank_task import per_rank
 from .result import CellResult
 
 #: seconds the other ranks get to finish once one failed or died
@@ -44,55 +45,6 @@ def state_reporter(stream) -> Callable | None:
     except ValueError:  # no signature to read (a builtin): give it all
         pass
     return report
-
-
-class RankTask:
-    """One rank's part of a running cell: its ipyparallel AsyncResult (``ready``, ``wait``,
-    ``get``, ``wait_for_output``) and its metadata, from which ``stdout``, ``stderr`` and the
-    published ``data`` are read as they arrive. (The AsyncResult's own attributes parse the
-    metadata's dates with dateutil on each access: ~0.1 ms each, several times per poll.)"""
-
-    __slots__ = ("metadata", "result")
-
-    def __init__(self, result, metadata):
-        self.result, self.metadata = result, metadata
-
-    def ready(self) -> bool:
-        return self.result.ready()
-
-    def wait(self, timeout=-1):
-        return self.result.wait(timeout)
-
-    def get(self, timeout=-1):
-        return self.result.get(timeout)
-
-    def wait_for_output(self, timeout=-1):
-        return self.result.wait_for_output(timeout)
-
-    @property
-    def stdout(self) -> str:
-        return self.metadata.get("stdout") or ""
-
-    @property
-    def stderr(self) -> str:
-        return self.metadata.get("stderr") or ""
-
-    @property
-    def data(self) -> dict:
-        return self.metadata.get("data") or {}
-
-
-def per_rank(sent) -> list[RankTask]:
-    """One RankTask per message of ``sent`` (an AsyncResult of one request to several engines, one
-    message each, in target order), made from the message futures it holds. Looking them up by
-    msg_id instead (``client.get_result``) races with ipyparallel purging its caches as soon as
-    a reply is in: a fast rank's reply made that a KeyError."""
-    futures = sent._children  # ipyparallel's own per-message futures (AsyncResult keeps them)
-    if len(futures) != len(sent.msg_ids):
-        raise RuntimeError("mpinb: this ipyparallel's AsyncResult does not hold one future per message")
-    from ipyparallel.client.asyncresult import AsyncResult
-
-    return [RankTask(AsyncResult(sent._client, future), future.output.metadata) for future in futures]
 
 
 class CellRun:

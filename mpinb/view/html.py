@@ -103,13 +103,16 @@ def footer_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
     return "".join(_finding_html(w, ranks, n) for w, ranks, n in items) + timeline_html(result)
 
 
-def body_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
+def body_html(result, view: ViewOptions = DEFAULT_VIEW, grouped=None) -> str:
     scales = images.scales(result)
     if view.by_rank:
         return "".join(rank_html(result, r, view, scales) for r in result.ranks)
-    return "".join(group_html(result, ranks, lines, scales) for ranks, lines in groups(result, view, scales))
+    if grouped is None:
+        grouped = groups(result, view, scales)
+    return "".join(group_html(result, ranks, lines, scales) for ranks, lines in grouped)
 
 
-def render_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
+def render_html(result, view: ViewOptions = DEFAULT_VIEW, grouped=None) -> str:
+    """The whole view as HTML; ``grouped``: as for render_text."""
     return (f"<div class='mpinb-view'>{header_html(result, view)}<div style='display:flex;flex-wrap:wrap'>"
-            f"{body_html(result, view)}</div>{footer_html(result, view)}</div>")
+            f"{body_html(result, view, grouped)}</div>{footer_html(result, view)}</div>")

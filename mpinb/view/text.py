@@ -120,8 +120,10 @@ def rank_block(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=None)
                     for text in dict.fromkeys(said)]
 
 
-def render_text(result, view: ViewOptions = DEFAULT_VIEW) -> str:
-    """The whole view as text: summary, notes, states, timeline, groups (or ranks), findings."""
+def render_text(result, view: ViewOptions = DEFAULT_VIEW, grouped=None) -> str:
+    """The whole view as text: summary, notes, states, timeline, groups (or ranks), findings.
+    ``grouped``: ``groups(result, view)`` where the caller has it already (the HTML view uses
+    the same groups)."""
     lines = [summary_line(result, view.max_lines)]
     for note in result.notes:
         lines.append(f"note: {note}")
@@ -141,7 +143,7 @@ def render_text(result, view: ViewOptions = DEFAULT_VIEW) -> str:
     lines.append(state_line(result))
     if when:
         lines.append(when)
-    for ranks, body in groups(result, view, scales):
+    for ranks, body in groups(result, view, scales) if grouped is None else grouped:
         lines.append(f"[{label(ranks)}]")
         lines += [_indent(line, "  ") for line in body]
     lines += [finding_text(w, ranks, count=n) for w, ranks, n in findings(result)]

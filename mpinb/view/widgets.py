@@ -10,7 +10,7 @@ import sys
 
 from ..options import ViewOptions
 from .html import render_html
-from .text import DEFAULT_VIEW, render_text
+from .text import DEFAULT_VIEW, groups, render_text
 
 RANKS_PER_PAGE = 8
 
@@ -35,7 +35,8 @@ def mimebundle(result, view: ViewOptions = DEFAULT_VIEW) -> dict:
     model dies with the kernel, and a saved notebook would show a broken widget after a restart,
     and nothing on GitHub or in nbconvert, where a widget output is preferred to the HTML beside
     it. (While a cell runs, its ranks' boxes are live widgets: mpinb.view.live.)"""
-    return {"text/plain": render_text(result, view), "text/html": render_html(result, view)}
+    grouped = None if view.by_rank else groups(result, view)  # made once, shown in both
+    return {"text/plain": render_text(result, view, grouped), "text/html": render_html(result, view, grouped)}
 
 
 class CellView:
