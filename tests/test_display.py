@@ -428,9 +428,23 @@ def test_a_stream_s_state_gets_where_only_if_it_takes_it():
         def state(self, rank, state, seconds, inflight, error_name, where=None):
             told.append(("new", rank, where))
 
-    state_reporter(Old())(1, "running", 2.0, None, None, {"line": 3})
-    state_reporter(New())(1, "running", 2.0, None, None, {"line": 3})
-    assert told == [("old", 1, "running"), ("new", 1, {"line": 3})]
+    class Unhashable:  # a callable object that cannot be a cache key, taking five arguments
+        __hash__ = None
+
+        def __call__(self, rank, state, seconds, inflight, error_name):
+            told.append(("unhashable", rank, state))
+
+    class Plain:  # a function of six, not a method
+        state = staticmethod(lambda rank, state, seconds, inflight, error_name, where: told.append(("plain", where)))
+
+    for _ in range(2):  # the second time from what was learnt the first
+        told.clear()
+        state_reporter(Old())(1, "running", 2.0, None, None, {"line": 3})
+        state_reporter(New())(1, "running", 2.0, None, None, {"line": 3})
+        state_reporter(type("Stream", (), {"state": Unhashable()})())(2, "finished", 2.0, None, None, None)
+        state_reporter(Plain())(1, "running", 2.0, None, None, {"line": 4})
+        assert told == [("old", 1, "running"), ("new", 1, {"line": 3}), ("unhashable", 2, "finished"),
+                        ("plain", {"line": 4})]
     assert state_reporter(object()) is None
 
 

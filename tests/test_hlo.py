@@ -181,3 +181,55 @@ def test_different_xla_collectives_under_one_name_are_divergent():
     assert len(div) == 1
     assert "at collective #1 of jit_step, rank 0 compiled all-reduce f32[4,4]" in div[0].message
     assert "but rank 1 compiled all-to-all" in div[0].message
+
+
+def dump_folder(tmp_path, monkeypatch, last_change_ns):
+    """An empty dump folder as the engine's, last changed at ``last_change_ns``."""
+    import os
+
+    from mpinb.engine import hlo_capture
+    from mpinb.engine.state import STATE
+
+    folder = tmp_path / "rank0"
+    folder.mkdir()
+    os.utime(folder, ns=(last_change_ns, last_change_ns))
+    monkeypatch.setattr(STATE, "dump", str(folder))
+    monkeypatch.setattr(hlo_capture, "_quiet", [None])
+    return folder
+
+
+def written(folder, name, changed_ns):
+    """A module's optimized HLO written into ``folder``, whose time then reads ``changed_ns``."""
+    import os
+
+    (folder / f"{name}.cpu_after_optimizations.txt").write_text(load("safe_transpose.hlo.txt"))
+    os.utime(folder, ns=(changed_ns, changed_ns))
+
+
+def test_a_dump_folder_found_empty_is_read_again_once_written_to(tmp_path, monkeypatch):
+    """Most cells compile nothing: the folder is not read while its time stays as it was when
+    found empty; a module written later moves that time and is read, then deleted."""
+    import time
+
+    from mpinb.engine import hlo_capture
+
+    long_ago = time.time_ns() - 10**9
+    folder = dump_folder(tmp_path, monkeypatch, long_ago)
+    assert hlo_capture.new_hlo_modules() == [] and hlo_capture._quiet == [long_ago]
+    written(folder, "module_0001.jit_step", long_ago + 1)
+    assert [name for name, _ in hlo_capture.new_hlo_modules()] == ["module_0001.jit_step"]
+    assert list(folder.iterdir()) == []
+
+
+def test_a_dump_folder_changed_a_moment_ago_is_always_read(tmp_path, monkeypatch):
+    """A folder's time moves in coarse ticks: one changed within the last tick can be written
+    again without its time moving, so it is never taken as quiet."""
+    import time
+
+    from mpinb.engine import hlo_capture
+
+    just_now = time.time_ns()
+    folder = dump_folder(tmp_path, monkeypatch, just_now)
+    assert hlo_capture.new_hlo_modules() == [] and hlo_capture._quiet == [None]
+    written(folder, "module_0002.jit_step", just_now)  # the same tick: the time did not move
+    assert [name for name, _ in hlo_capture.new_hlo_modules()] == ["module_0002.jit_step"]

@@ -7,6 +7,7 @@ states, wait (timeout, grace after a failure), interrupt, settle deaths, collect
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import time
 from collections.abc import Callable
@@ -38,13 +39,27 @@ def state_reporter(stream) -> Callable | None:
     report = getattr(stream, "state", None)
     if report is None:
         return None
+    function, method = getattr(report, "__func__", report), hasattr(report, "__func__")
     try:
-        inspect.signature(report).bind(0, "running", 0.0, None, None, None)
+        takes = _takes_where(function, method)
+    except TypeError:  # a callable that cannot be a key: read its signature each time
+        takes = _takes_where.__wrapped__(function, method)
+    if takes:
+        return report
+    return lambda *args: report(*args[:5])
+
+
+@functools.lru_cache(maxsize=256)
+def _takes_where(function, method: bool) -> bool:
+    """Whether ``function`` (a stream's ``state``, unbound where it is a ``method``) takes the
+    sixth argument; asked once per function, not once per cell."""
+    try:
+        inspect.signature(function).bind(*(None,) * method, 0, "running", 0.0, None, None, None)
     except TypeError:
-        return lambda *args: report(*args[:5])
+        return False
     except ValueError:  # no signature to read (a builtin): give it all
         pass
-    return report
+    return True
 
 
 class CellRun:

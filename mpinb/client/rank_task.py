@@ -42,6 +42,8 @@ class RankTask:
     def wait_for_output(self, timeout=-1) -> bool:
         """Whether all the output of the message is in (a result can arrive before it), after
         waiting up to ``timeout`` seconds (negative: no limit)."""
+        if self.future.output.done():
+            return True
         done, _ = futures_wait([self.future.output], None if timeout is None or timeout < 0 else timeout)
         return bool(done)
 

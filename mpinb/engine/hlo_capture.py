@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import shutil
+import time
 
 from ..analysis import hlo
 from ..analysis.hlo_text import parse_module
@@ -25,17 +26,33 @@ HLO_SUFFIX = ".cpu_after_optimizations.txt"
 MAX_HLO_CHARS = 2_000_000
 #: collectives of the modules compiled so far, in words, by module_key of their names
 MODULE_COLLECTIVES: dict[str, list[str]] = {}
+#: [the modification time (ns) of the dump folder when it was last found empty, or None]
+_quiet: list[int | None] = [None]
+#: a folder's modification time is the kernel's coarse clock (it moves in ticks of 10 ms at
+#: most): one found empty this long after its last change keeps its time until written to
+TICK_NS = 20_000_000
 
 
 def new_hlo_modules() -> list[tuple[str, str]]:
     """(module name, optimized HLO text) of the modules compiled since the last call; the dump
-    files are deleted once read."""
+    files are deleted once read. A folder found empty is not read again while its modification
+    time stays the same (``_quiet``): most cells compile nothing."""
     dump = STATE.dump
-    if not dump or not os.path.isdir(dump):
+    if not dump:
         return []
+    before = time.time_ns()
+    try:
+        modified = os.stat(dump).st_mtime_ns
+    except OSError:
+        return []
+    if _quiet[0] == modified:
+        return []
+    _quiet[0] = None
     out = []
     with os.scandir(dump) as it:
         entries = sorted(it, key=lambda entry: entry.name)
+    if not entries and before - modified > TICK_NS:
+        _quiet[0] = modified  # whatever is written from now on moves the time past this one
     for entry in entries:
         if entry.name.endswith(HLO_SUFFIX) and entry.is_file() and FENCE_MODULE not in entry.name:
             with contextlib.suppress(OSError), open(entry.path) as fh:
