@@ -129,7 +129,8 @@ def line_parser() -> _Parser:
                    help="start JAX's multi-process runtime on the ranks (jax.distributed.initialize)")
     s.add_argument("--local-devices", type=int, default=None, metavar="K",
                    help="CPU devices per engine process (default 1)")
-    s.add_argument("--start-timeout", type=float, default=120.0, help="seconds to wait for engines")
+    s.add_argument("--start-timeout", type=float, default=120.0,
+                   help="seconds each phase of the start waits for the engines (to register, to be checked, set up)")
     s.add_argument("--devices", choices=("cpu", "per-rank"), default="cpu",
                    help="JAX on the CPU (default: what mpinb's collectives move), or one local accelerator "
                         "per rank (by its rank on its host)")
