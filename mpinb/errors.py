@@ -8,7 +8,7 @@
     │   ├── ClusterHeld       attach: another live kernel holds the cluster (force takes it over)
     │   ├── LauncherError     a launcher cannot be used as asked (not installed, bad option)
     │   ├── PreflightError    the ranks differ (versions, MPI library) from each other or the notebook
-    │   └── EngineSetupError  an engine could not be set up as asked (--jax-distributed)
+    │   └── EngineSetupError  an engine raised, or did not answer in time, while the start checked or set it up
     ├── CellFailed            a rank failed, died or did not finish a %%mpijax cell
     ├── QueuedCallFreed       a call a cell queued for XLA was freed where it waited (engine side)
     └── PullError             %mpijax pull: no such variable, not an array, too large
@@ -58,7 +58,8 @@ class LauncherError(ClusterError):
 
 
 class EngineSetupError(ClusterError):
-    """An engine could not be set up as asked (raised on the engine, reported by the start)."""
+    """An engine raised while the start checked or set it up (its own words), or did not answer
+    within start_timeout (the ranks that did not are named): mpinb.client.preflight."""
 
 
 class CellFailed(MpinbError):

@@ -213,7 +213,7 @@ def test_a_dump_folder_found_empty_is_read_again_once_written_to(tmp_path, monke
 
     from mpinb.engine import hlo_capture
 
-    long_ago = time.time_ns() - 10**9
+    long_ago = time.time_ns() - 2 * hlo_capture.QUIET_AFTER_NS
     folder = dump_folder(tmp_path, monkeypatch, long_ago)
     assert hlo_capture.new_hlo_modules() == [] and hlo_capture._quiet == [long_ago]
     written(folder, "module_0001.jit_step", long_ago + 1)
@@ -222,14 +222,15 @@ def test_a_dump_folder_found_empty_is_read_again_once_written_to(tmp_path, monke
 
 
 def test_a_dump_folder_changed_a_moment_ago_is_always_read(tmp_path, monkeypatch):
-    """A folder's time moves in coarse ticks: one changed within the last tick can be written
-    again without its time moving, so it is never taken as quiet."""
+    """A folder's time is coarse (a clock's ticks, whole seconds on some filesystems): one
+    changed within the last few seconds can be written again without its time moving, so it is
+    never taken as quiet."""
     import time
 
     from mpinb.engine import hlo_capture
 
-    just_now = time.time_ns()
-    folder = dump_folder(tmp_path, monkeypatch, just_now)
+    recent = time.time_ns() - hlo_capture.QUIET_AFTER_NS // 2  # recent however slowly this test runs
+    folder = dump_folder(tmp_path, monkeypatch, recent + hlo_capture.QUIET_AFTER_NS // 4)
     assert hlo_capture.new_hlo_modules() == [] and hlo_capture._quiet == [None]
-    written(folder, "module_0002.jit_step", just_now)  # the same tick: the time did not move
+    written(folder, "module_0002.jit_step", recent + hlo_capture.QUIET_AFTER_NS // 4)  # its time did not move
     assert [name for name, _ in hlo_capture.new_hlo_modules()] == ["module_0002.jit_step"]

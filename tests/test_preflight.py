@@ -78,6 +78,11 @@ class Answer:
     def ready(self):
         return self.value is not None or self.error is not None
 
+    def wait(self, timeout=None):
+        if not self.ready():  # never answers: the whole time passes
+            time.sleep(timeout)
+        return self.ready()
+
     def successful(self):
         return self.error is None
 
@@ -116,7 +121,7 @@ def test_every_engine_s_answer_in_rank_order():
 
 def test_ranks_that_do_not_answer_are_named_after_start_timeout():
     started = time.monotonic()
-    with pytest.raises(EngineSetupError, match=r"the ranks' check: ranks 1, 3 of 4 did not answer \(waited 0 s"):
+    with pytest.raises(EngineSetupError, match=r"the ranks' check: ranks 1, 3 of 4 did not answer \(waited 0.5 s"):
         ask_every_engine(Engines({0: Answer(1), 1: Answer(), 2: Answer(1), 3: Answer()}), "the ranks' check", len)
     assert 0.5 <= time.monotonic() - started < 5
 
@@ -124,9 +129,28 @@ def test_ranks_that_do_not_answer_are_named_after_start_timeout():
 def test_an_error_ends_the_wait_at_once_even_while_others_are_silent():
     engines = Engines({0: Answer(), 1: Answer(error=Remote())}, start_timeout=60)
     started = time.monotonic()
-    with pytest.raises(EngineSetupError, match=r"the engines' setup failed on rank 1: RuntimeError: no backend"):
+    with pytest.raises(EngineSetupError, match=r"the engines' setup failed on rank 1: RuntimeError: no backend$"):
         ask_every_engine(engines, "the engines' setup", len)
     assert time.monotonic() - started < 5
+
+
+def test_the_lowest_failed_rank_is_named_whichever_failed_first():
+    """Ranks that fail alike fail within moments of each other: the words are the lowest's."""
+    answers = {0: Answer(), 1: Answer(error=Remote()), 2: Answer(error=Remote())}
+    engines = Engines(answers, start_timeout=60)
+    real_wait = Answer.wait
+
+    def rank_0_fails_a_moment_later(self, timeout=None):
+        if self is answers[0]:
+            self.error = Remote()
+        return real_wait(self, timeout)
+
+    Answer.wait = rank_0_fails_a_moment_later
+    try:
+        with pytest.raises(EngineSetupError, match=r"failed on rank 0: RuntimeError: no backend \(and on ranks 1-2\)"):
+            ask_every_engine(engines, "the engines' setup", len)
+    finally:
+        Answer.wait = real_wait
 
 
 def test_a_launcher_that_ended_ends_the_wait_at_once():

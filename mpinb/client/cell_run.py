@@ -40,19 +40,20 @@ def state_reporter(stream) -> Callable | None:
     if report is None:
         return None
     function, method = getattr(report, "__func__", report), hasattr(report, "__func__")
+    code = getattr(function, "__code__", None)  # a function edited in place (autoreload) is asked again
     try:
-        takes = _takes_where(function, method)
+        takes = _takes_where(function, code, method)
     except TypeError:  # a callable that cannot be a key: read its signature each time
-        takes = _takes_where.__wrapped__(function, method)
+        takes = _takes_where.__wrapped__(function, code, method)
     if takes:
         return report
     return lambda *args: report(*args[:5])
 
 
 @functools.lru_cache(maxsize=256)
-def _takes_where(function, method: bool) -> bool:
-    """Whether ``function`` (a stream's ``state``, unbound where it is a ``method``) takes the
-    sixth argument; asked once per function, not once per cell."""
+def _takes_where(function, code, method: bool) -> bool:
+    """Whether ``function`` (a stream's ``state``, unbound where it is a ``method``; ``code``: its
+    code object, part of the key) takes the sixth argument; asked once per function, not once per cell."""
     try:
         inspect.signature(function).bind(*(None,) * method, 0, "running", 0.0, None, None, None)
     except TypeError:

@@ -35,9 +35,7 @@ from ..errors import (
     ClusterError,
     ClusterLost,
     ClusterNotRunning,
-    EngineSetupError,
     LauncherError,
-    PreflightError,
 )
 from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
 from ..options import CellOptions
@@ -238,7 +236,7 @@ class MPICluster(ClusterHealth):
         progress.phase("checking the ranks")
         try:
             self.preflight, self.notes = check_ranks(self)
-        except (PreflightError, EngineSetupError):
+        except BaseException:  # a difference, a rank that did not answer, the stop button: leave nothing running
             self._teardown()
             raise
         progress.phase("setting up the engines")
@@ -267,7 +265,7 @@ class MPICluster(ClusterHealth):
         try:
             return ask_every_engine(self, "the engines' setup", setup, self.dump_root, self.status_dir,
                                     self.checked, self.jax_distributed, self.local_devices, self.devices)
-        except EngineSetupError:
+        except BaseException:  # an engine's error, a rank that did not answer, the stop button
             self._teardown()
             raise
 

@@ -13,8 +13,10 @@ from ..analysis.preflight import differences, oversubscribed
 from ..engine.preflight import package_versions, report
 from ..errors import EngineSetupError, PreflightError
 
-#: seconds between looks at the engines' answers (and at the MPI launcher) during the start
+#: seconds between looks at the MPI launcher while the engines answer (an answer ends the wait at once)
 POLL = 0.05
+#: seconds the other ranks get to fail too once one failed, so that the lowest one is named
+FAILED_WAIT = 1.0
 
 
 def ask_every_engine(cluster, what: str, fn, *args) -> list:
@@ -25,24 +27,37 @@ def ask_every_engine(cluster, what: str, fn, *args) -> list:
     asks = {rank: cluster.client[rank].apply_async(fn, *args) for rank in sorted(cluster.client.ids)}
     end = time.monotonic() + cluster.start_timeout
     while True:
-        failed = [rank for rank, ask in asks.items() if ask.ready() and not ask.successful()]
-        if failed:  # at once: the others may wait for this one forever
-            try:
-                asks[failed[0]].get()
-            except Exception as exc:  # noqa: BLE001 - a RemoteError, or the engine's death: said as such
-                name, words = getattr(exc, "ename", type(exc).__name__), getattr(exc, "evalue", str(exc))
-                raise EngineSetupError(f"{what} failed on rank {failed[0]}: {name}: {words}") from None
-        if all(ask.ready() for ask in asks.values()):
+        if any(ask.ready() and not ask.successful() for ask in asks.values()):
+            _raise_first_failure(what, asks)  # at once: the others may wait for this one forever
+        pending = [ask for ask in asks.values() if not ask.ready()]
+        if not pending:
             return [ask.get() for ask in asks.values()]
         ended = cluster.launcher_ended()
         if ended is not None or time.monotonic() > end:
             silent = [rank for rank, ask in asks.items() if not ask.ready()]
             why = (f"the MPI launcher ended (exit status {ended})" if ended is not None
-                   else f"waited {cluster.start_timeout:.0f} s (start_timeout)")
+                   else f"waited {cluster.start_timeout:g} s (start_timeout)")
             raise EngineSetupError(f"{what}: {format_ranks(silent)} of {len(asks)} did not answer ({why}); "
                                    "a rank that never answers is stuck before the cell could run (its MPI, a "
                                    "coordinator it waits for); a slow one needs a larger start_timeout")
-        time.sleep(POLL)
+        pending[0].wait(POLL)
+
+
+def _raise_first_failure(what: str, asks: dict) -> None:
+    """EngineSetupError with the words of the lowest rank that failed, once the others had a
+    moment (FAILED_WAIT) to fail too: ranks that fail alike fail together, and the lowest one
+    is named whichever reply came first."""
+    end = time.monotonic() + FAILED_WAIT
+    for ask in asks.values():
+        ask.wait(max(0.0, end - time.monotonic()))
+    failed = [rank for rank, ask in asks.items() if ask.ready() and not ask.successful()]
+    try:
+        asks[failed[0]].get()
+    except Exception as exc:  # noqa: BLE001 - a RemoteError, or the engine's death: said as such
+        name, words = getattr(exc, "ename", type(exc).__name__), getattr(exc, "evalue", str(exc))
+        others = f" (and on {format_ranks(failed[1:])})" if failed[1:] else ""
+        raise EngineSetupError(f"{what} failed on rank {failed[0]}: {name}: {words}{others}") from None
+    raise EngineSetupError(f"{what} failed on rank {failed[0]}")  # its result said so, its get did not raise
 
 
 def check_ranks(cluster) -> tuple[list[dict], list[str]]:

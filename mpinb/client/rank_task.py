@@ -40,8 +40,9 @@ class RankTask:
         return value
 
     def wait_for_output(self, timeout=-1) -> bool:
-        """Whether all the output of the message is in (a result can arrive before it), after
-        waiting up to ``timeout`` seconds (negative: no limit)."""
+        """Whether all the output of the message is in, after waiting up to ``timeout`` seconds
+        (negative: no limit). Unlike an AsyncResult's, it does not wait for the result too: ask
+        once ``ready()`` (a result can arrive before the last of its output)."""
         if self.future.output.done():
             return True
         done, _ = futures_wait([self.future.output], None if timeout is None or timeout < 0 else timeout)

@@ -28,9 +28,10 @@ MAX_HLO_CHARS = 2_000_000
 MODULE_COLLECTIVES: dict[str, list[str]] = {}
 #: [the modification time (ns) of the dump folder when it was last found empty, or None]
 _quiet: list[int | None] = [None]
-#: a folder's modification time is the kernel's coarse clock (it moves in ticks of 10 ms at
-#: most): one found empty this long after its last change keeps its time until written to
-TICK_NS = 20_000_000
+#: a folder's modification time is coarse: the kernel's coarse clock (ticks of 10 ms, which can
+#: stall longer in a paused VM), whole seconds on some filesystems, a file server's clock on
+#: NFS. A folder found empty this long after its last change keeps its time until written to.
+QUIET_AFTER_NS = 5_000_000_000
 
 
 def new_hlo_modules() -> list[tuple[str, str]]:
@@ -51,7 +52,7 @@ def new_hlo_modules() -> list[tuple[str, str]]:
     out = []
     with os.scandir(dump) as it:
         entries = sorted(it, key=lambda entry: entry.name)
-    if not entries and before - modified > TICK_NS:
+    if not entries and before - modified > QUIET_AFTER_NS:
         _quiet[0] = modified  # whatever is written from now on moves the time past this one
     for entry in entries:
         if entry.name.endswith(HLO_SUFFIX) and entry.is_file() and FENCE_MODULE not in entry.name:
