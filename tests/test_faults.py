@@ -81,6 +81,25 @@ def test_a_rank_that_never_answers_during_the_start_fails_it_naming_the_rank(mon
     assert len(stopped) == 1 and not alive  # the stopped engine was killed with the rest
 
 
+def test_the_stop_button_during_the_ranks_check_leaves_nothing_running(monkeypatch):
+    """A KeyboardInterrupt while the start waits for the ranks' check tears down what was
+    started: no engine left, and the cluster says it is not running."""
+    import mpinb.client.cluster as cluster_module
+
+    engines = []
+
+    def stopped_while_checking(cluster):
+        engines.extend(psutil.Process(pid) for pid in cluster.client[:].apply_sync(os.getpid))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cluster_module, "check_ranks", stopped_while_checking)
+    started = make_cluster(2)
+    with pytest.raises(KeyboardInterrupt):
+        started.start()
+    _, alive = psutil.wait_procs(engines, timeout=SLACK)
+    assert len(engines) == 2 and not alive and not started.running
+
+
 def test_rank_raising_before_a_collective_is_reported_fast(cluster):
     """Waits for ranks 0 and 2 to be inside allreduce (their status), then makes rank 1 raise
     (it turns the stop button into a RuntimeError); the report must follow within the grace."""
