@@ -2,15 +2,18 @@
 
 import contextlib
 import io
+import os
 import re
 import time
 from unittest import mock
 
 import numpy as np
+import psutil
 import pytest
 from IPython.core.error import UsageError
 from support.shell import ipython_shell
 
+from mpinb import MPICluster
 from mpinb.errors import CellFailed
 
 SEED = """
@@ -418,3 +421,49 @@ def test_each_rank_s_part_answers_as_ipyparallel_s_own_result_would(ip):
     assert sleeping.get(60) is None and sleeping.ready()
     (printing,) = per_rank(cluster.rank_view([1]).apply_async(print, "said", flush=True))
     assert printing.get(60) is None and printing.wait_for_output(10) and printing.stdout == "said\n"
+
+
+# The start's bounded waits (mpinb.client.preflight), on clusters of their own. Here, not in
+# test_faults.py: that file is rerun with the engines on another host and as a Slurm step, where
+# this process can neither signal the engines by their PIDs nor start a second cluster beside
+# the first.
+def test_a_rank_that_never_answers_during_the_start_fails_it_naming_the_rank(monkeypatch):
+    """An engine that registered but then answers nothing (stopped here with SIGSTOP, just before
+    the ranks' check) ends the start after start_timeout with that rank named, and leaves no
+    process behind: the start never waits without a bound."""
+    from mpinb.errors import EngineSetupError
+
+    stopped = []
+
+    def stop_rank_1(self):
+        self.start_timeout = 3.0  # the registration used the full timeout; the checks get 3 s
+        pid = self.client[1].apply_sync(os.getpid)
+        os.kill(pid, 19)  # SIGSTOP
+        stopped.append(psutil.Process(pid))
+
+    monkeypatch.setattr(MPICluster, "_protect_connection_files", stop_rank_1)
+    started = time.monotonic()
+    with pytest.raises(EngineSetupError, match=r"the ranks' check: rank 1 of 2 did not answer \(waited 3 s"):
+        MPICluster(2, progress=False, start_timeout=120).start()
+    assert time.monotonic() - started < 100  # bounded by the 3 s, not by the 120 s
+    _, alive = psutil.wait_procs(stopped, timeout=30)
+    assert len(stopped) == 1 and not alive  # the stopped engine was killed with the rest
+
+
+def test_the_stop_button_during_the_ranks_check_leaves_nothing_running(monkeypatch):
+    """A KeyboardInterrupt while the start waits for the ranks' check tears down what was
+    started: no engine left, and the cluster says it is not running."""
+    import mpinb.client.cluster as cluster_module
+
+    engines = []
+
+    def stopped_while_checking(cluster):
+        engines.extend(psutil.Process(pid) for pid in cluster.client[:].apply_sync(os.getpid))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cluster_module, "check_ranks", stopped_while_checking)
+    started = MPICluster(2, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        started.start()
+    _, alive = psutil.wait_procs(engines, timeout=30)
+    assert len(engines) == 2 and not alive and not started.running
