@@ -14,6 +14,7 @@ Exit status 0 only if all hold; each step prints one line.
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib
 import importlib.metadata
 import importlib.util
@@ -115,7 +116,7 @@ def check_notebook(folder: str, name: str) -> None:
     os.environ["MPINB_NOTEBOOK_RANKS"] = "2"
     path = Path(folder) / name
     nb = nbformat.read(path, as_version=4)
-    started = time.monotonic()
+    started, wall = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
     NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=False,
                    resources={"metadata": {"path": folder}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
@@ -123,6 +124,27 @@ def check_notebook(folder: str, name: str) -> None:
     assert views, "no %%mpijax view in the executed notebook"
     step(f"{name} executed on 2 ranks: {len(outputs)} outputs, {len(views)} views "
          f"({time.monotonic() - started:.0f} s)")
+    for line in slow_parts(nb, wall):
+        step(f"  slow: {line}")
+
+
+def slow_parts(nb, started: datetime.datetime, at_least: float = 30.0) -> list[str]:
+    """What took at least ``at_least`` seconds of a notebook's run, from nbclient's own timestamps:
+    the kernel's start (until the first cell began), each code cell (its first line), the end
+    (after the last cell, until now). Once a run took 600 s where others took 15, unexplained."""
+    spans, before = [], started
+    for cell in nb.cells:
+        times = cell.get("metadata", {}).get("execution", {})
+        if cell.cell_type != "code" or "iopub.status.busy" not in times:
+            continue
+        busy = datetime.datetime.fromisoformat(times["iopub.status.busy"])
+        idle = datetime.datetime.fromisoformat(times.get("iopub.status.idle") or times["iopub.status.busy"])
+        spans.append(("before it" if before is started else "between cells", (busy - before).total_seconds(),
+                      cell.source.splitlines()[0] if cell.source else ""))
+        spans.append(("cell", (idle - busy).total_seconds(), cell.source.splitlines()[0] if cell.source else ""))
+        before = idle
+    spans.append(("after the last cell", (datetime.datetime.now(datetime.timezone.utc) - before).total_seconds(), ""))
+    return [f"{what} {seconds:.0f} s {first!r}" for what, seconds, first in spans if seconds >= at_least]
 
 
 def remove_when_released(root: str, wait: float = 60.0) -> None:
