@@ -17,6 +17,11 @@ from support.rerun import JAX_NATIVE, pytest_passes
 TIMEOUT = 900
 
 
+#: the rerun in a PID namespace of its own; --kill-child: a rerun that times out (its unshare
+#: killed) takes every process of it along, its clusters too
+OWN_PIDS = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
+
+
 def _can_unshare() -> str | None:
     if not shutil.which("unshare"):
         return "no unshare command"
@@ -29,11 +34,10 @@ def test_fault_and_output_tests_pass_with_the_engines_on_another_host(tmp_path):
     require("namespaces", _can_unshare())
     env = dict(os.environ, MPINB_TEST_OTHER_HOST="1")
     pytest_passes(["test_faults.py", "test_output.py", "test_lifetime.py"], env,
-                  prefix=["unshare", "--pid", "--fork", "--mount-proc"],
-                  timeout=TIMEOUT)
+                  prefix=OWN_PIDS, timeout=TIMEOUT)
 
 
 def test_the_stall_report_and_pull_of_a_jax_distributed_cluster_on_another_host():
     require("namespaces", _can_unshare())
     env = dict(os.environ, MPINB_TEST_OTHER_HOST="1")
-    pytest_passes(JAX_NATIVE, env, prefix=["unshare", "--pid", "--fork", "--mount-proc"], timeout=TIMEOUT)
+    pytest_passes(JAX_NATIVE, env, prefix=OWN_PIDS, timeout=TIMEOUT)
