@@ -234,3 +234,16 @@ def test_a_dump_folder_changed_a_moment_ago_is_always_read(tmp_path, monkeypatch
     assert hlo_capture.new_hlo_modules() == [] and hlo_capture._quiet == [None]
     written(folder, "module_0002.jit_step", recent + hlo_capture.QUIET_AFTER_NS // 4)  # its time did not move
     assert [name for name, _ in hlo_capture.new_hlo_modules()] == ["module_0002.jit_step"]
+
+
+def test_no_dump_folder_means_no_modules(tmp_path, monkeypatch):
+    """A dump folder that is gone, or a file in its place, gives no modules (and no error)."""
+    from mpinb.engine import hlo_capture
+    from mpinb.engine.state import STATE
+
+    monkeypatch.setattr(hlo_capture, "_quiet", [None])
+    monkeypatch.setattr(STATE, "dump", str(tmp_path / "gone"))
+    assert hlo_capture.new_hlo_modules() == []
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setattr(STATE, "dump", str(tmp_path / "a-file"))
+    assert hlo_capture.new_hlo_modules() == []

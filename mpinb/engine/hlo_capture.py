@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import shutil
+import stat
 import time
 
 from ..analysis import hlo
@@ -43,9 +44,12 @@ def new_hlo_modules() -> list[tuple[str, str]]:
         return []
     before = time.time_ns()
     try:
-        modified = os.stat(dump).st_mtime_ns
+        status = os.stat(dump)
     except OSError:
         return []
+    if not stat.S_ISDIR(status.st_mode):
+        return []
+    modified = status.st_mtime_ns
     if _quiet[0] == modified:
         return []
     _quiet[0] = None
