@@ -139,9 +139,9 @@ def slow_parts(nb, started: datetime.datetime, at_least: float = 30.0) -> list[s
             continue
         busy = datetime.datetime.fromisoformat(times["iopub.status.busy"])
         idle = datetime.datetime.fromisoformat(times.get("iopub.status.idle") or times["iopub.status.busy"])
-        spans.append(("before it" if before is started else "between cells", (busy - before).total_seconds(),
-                      cell.source.splitlines()[0] if cell.source else ""))
-        spans.append(("cell", (idle - busy).total_seconds(), cell.source.splitlines()[0] if cell.source else ""))
+        first = cell.source.splitlines()[0] if cell.source else ""
+        spans.append(("before it" if before is started else "between cells", (busy - before).total_seconds(), first))
+        spans.append(("cell", (idle - busy).total_seconds(), first))
         before = idle
     spans.append(("after the last cell", (datetime.datetime.now(datetime.timezone.utc) - before).total_seconds(), ""))
     return [f"{what} {seconds:.0f} s {first!r}" for what, seconds, first in spans if seconds >= at_least]

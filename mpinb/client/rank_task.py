@@ -25,7 +25,7 @@ class RankTask:
 
     def wait(self, timeout=-1) -> bool:
         """Whether the reply is in, after waiting up to ``timeout`` seconds (negative: no limit)."""
-        return self.future.wait(None if timeout is None or timeout < 0 else timeout)
+        return self.future.wait(_limit(timeout))
 
     def get(self, timeout=-1):
         """The engine's return value; its error (a RemoteError, or EngineError when the engine
@@ -45,7 +45,7 @@ class RankTask:
         once ``ready()`` (a result can arrive before the last of its output)."""
         if self.future.output.done():
             return True
-        done, _ = futures_wait([self.future.output], None if timeout is None or timeout < 0 else timeout)
+        done, _ = futures_wait([self.future.output], _limit(timeout))
         return bool(done)
 
     @property
@@ -59,6 +59,11 @@ class RankTask:
     @property
     def data(self) -> dict:
         return self.metadata.get("data") or {}
+
+
+def _limit(timeout) -> float | None:
+    """ipyparallel's timeout convention (negative or None: no limit) as concurrent.futures' (None)."""
+    return None if timeout is None or timeout < 0 else timeout
 
 
 def per_rank(sent) -> list[RankTask]:
