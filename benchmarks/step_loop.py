@@ -65,11 +65,11 @@ def columns(op: str, size: int) -> dict:
         theirs = mpi4jax and jax.jit(lambda x: _first(mpi4jax.allreduce(x, op=MPI.SUM, comm=COMM)))
     tiny = jnp.ones(4, jnp.float32)
     add_one = jax.jit(lambda x: x + 1)
-    out = {"raw mpi4py": raw, "mpinb": lambda f: jax.block_until_ready(ours(f))}
+    out = {"raw mpi4py": raw, "mpinb": lambda f: ours(f).block_until_ready()}
     if theirs:
-        out["mpi4jax"] = lambda f: jax.block_until_ready(theirs(f))
-    out["raw mpi4py, result handed to JAX"] = lambda f: jax.block_until_ready(jax.device_put(raw(f)))
-    out["jitted x + 1 on 16 B (JAX's dispatch)"] = lambda f: jax.block_until_ready(add_one(tiny))
+        out["mpi4jax"] = lambda f: theirs(f).block_until_ready()
+    out["raw mpi4py, result handed to JAX"] = lambda f: jax.device_put(raw(f)).block_until_ready()
+    out["jitted x + 1 on 16 B (JAX's dispatch)"] = lambda f: add_one(tiny).block_until_ready()
     return out
 
 
