@@ -10,6 +10,7 @@ mpi4py between its jitted steps must do before the next step.
 
     mpiexec -n 2 python benchmarks/step_loop.py [--mib 1,16] [--steps 80] [--ops alltoall,allreduce]
     MPINB_HUGE_PAGES=0 mpiexec -n 2 python benchmarks/step_loop.py   # the huge-page tuning off
+    mpiexec -n 2 python benchmarks/step_loop.py --columns raw,mpinb   # only these two take turns
 
 Each step: the field is updated by a jitted function, 1-8 MiB NumPy arrays are made and dropped,
 then each column's call runs in turn on that step's field (barrier first; the time of a call is
@@ -46,6 +47,11 @@ def timed(call) -> float:
     return COMM.allreduce(time.perf_counter() - t0, op=MPI.MAX)
 
 
+#: --columns' names for the columns (the memory copy, the floor, is always measured)
+COLUMN_KEYS = {"raw": "raw mpi4py", "mpinb": "mpinb", "mpi4jax": "mpi4jax",
+               "handed": "raw mpi4py, result handed to JAX", "dispatch": "jitted x + 1 on 16 B (JAX's dispatch)"}
+
+
 def columns(op: str, size: int) -> dict:
     """name -> function(field) doing one call and waiting for its result."""
     def raw(field):
@@ -73,6 +79,14 @@ def columns(op: str, size: int) -> dict:
     return out
 
 
+def _keys(text: str) -> list[str]:
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in COLUMN_KEYS]
+    if unknown:
+        raise SystemExit(f"--columns: unknown {', '.join(unknown)} (known: {', '.join(COLUMN_KEYS)})")
+    return keys
+
+
 def _first(result):
     return result[0] if isinstance(result, tuple) else result
 
@@ -82,7 +96,12 @@ def main() -> None:
     ap.add_argument("--mib", default="1,16", help="message sizes in MiB (per rank)")
     ap.add_argument("--steps", type=int, default=80)
     ap.add_argument("--ops", default="alltoall,allreduce")
+    ap.add_argument("--columns", default=",".join(COLUMN_KEYS),
+                    help=f"which columns take turns, of {','.join(COLUMN_KEYS)} (raw is always one: the "
+                         "baseline). Each column's calls leave the caches colder for the next one's: with "
+                         "fewer columns, every call finds more of its code and data cached")
     args = ap.parse_args()
+    wanted = {COLUMN_KEYS[k] for k in _keys(args.columns)} | {COLUMN_KEYS["raw"]}
     size, rank = COMM.Get_size(), COMM.Get_rank()
     rng = np.random.default_rng(rank)
     step = jax.jit(lambda x: x * 0.5 + 1.0)
@@ -91,7 +110,7 @@ def main() -> None:
         for mib in (float(m) for m in args.mib.split(",")):
             n = int(mib * 2**20) // 4 // size * size
             field = jnp.ones(n, jnp.float32)
-            calls = columns(op, size)
+            calls = {name: call for name, call in columns(op, size).items() if name in wanted}
             for call in calls.values():  # compiled before the loop (on other memory): compiling is not the call
                 call(jnp.zeros(n, jnp.float32))
             times = {name: [] for name in calls}
