@@ -374,6 +374,19 @@ def test_pull_stacks_per_rank_arrays_in_rank_order(ip, capsys):
         ip.run_line_magic("mpijax", "pull pulled_here --max-mib 0.000001")
 
 
+def test_the_view_is_published_as_its_bundle(ip):
+    """The magic publishes the view's text and HTML as they are (raw): IPython's formatter
+    would otherwise try its other types on the view, for nothing, in every cell."""
+    from mpinb.view import mimebundle
+
+    shown = []
+    with mock.patch("mpinb.magic.display", lambda obj, raw=False: shown.append((obj, raw))):
+        ip.run_cell_magic("mpijax", "", "a = 1")
+    ((bundle, raw),) = shown
+    assert raw and bundle == mimebundle(ip.user_ns["_mpijax"]), (raw, bundle)
+    assert set(bundle) == {"text/plain", "text/html"}
+
+
 def test_pull_with_images_draws_the_pulled_array(ip, capsys):
     cell(ip, "", "field = np.outer(np.arange(4.0), np.ones(6)) + 100 * rank")
     shown = []

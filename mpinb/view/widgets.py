@@ -52,12 +52,5 @@ class CellView:
     def _repr_mimebundle_(self, include=None, exclude=None):
         return mimebundle(self.result, self.options)
 
-    def _ipython_display_(self):
-        """``display()`` publishes the bundle as it is: IPython's formatter would otherwise try
-        each of its other ten types on the view too, for nothing (0.1 ms of every cell)."""
-        from IPython.display import publish_display_data
-
-        publish_display_data(mimebundle(self.result, self.options))
-
     def __repr__(self) -> str:
         return self.text()
