@@ -111,14 +111,14 @@ def check_demo() -> None:
 
 def check_notebook(folder: str, name: str) -> None:
     import nbformat
-    from nbclient import NotebookClient
+    from notebook_client import SlicedClient  # tests/support/notebook_client.py, copied beside this file
 
     os.environ["MPINB_NOTEBOOK_RANKS"] = "2"
     path = Path(folder) / name
     nb = nbformat.read(path, as_version=4)
     started, wall = time.monotonic(), datetime.datetime.now(datetime.timezone.utc)
-    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=False,
-                   resources={"metadata": {"path": folder}}).execute()
+    SlicedClient(nb, timeout=600, kernel_name="python3", allow_errors=False,
+                 resources={"metadata": {"path": folder}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     views = [o for o in outputs if "[rank 0]" in o.get("data", {}).get("text/plain", "")]
     assert views, "no %%mpijax view in the executed notebook"

@@ -1,43 +1,16 @@
 """The workshop notebooks, executed with nbclient on 2 ranks; their text renderings checked."""
 
 import os
-import time
 from pathlib import Path
-from queue import Empty
 
 import jupytext
 import nbformat
 import pytest
-from nbclient import NotebookClient
+from support.notebook_client import SlicedClient
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "mpinb" / "tutorials"  # what the package ships
 TWINS = ROOT / "notebooks"  # their jupytext twins, for readable diffs
-
-
-def in_slices(get_msg, slice_s: float = 1.0):
-    """``get_msg(timeout)`` of a kernel client's channel, polling in slices of ``slice_s``: in CI a
-    reply already in the socket went unseen by the asyncio poll until the whole cell timeout
-    (600 s) ran out and the final check found it (a cell that took 0.2 s stalled the run ten
-    minutes). Each slice ends with that check."""
-    async def get(timeout=None):
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = slice_s if deadline is None else max(0.0, min(slice_s, deadline - time.monotonic()))
-            try:
-                return await get_msg(timeout=left)
-            except Empty:
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
-    return get
-
-
-class SlicedClient(NotebookClient):
-    async def async_start_new_kernel_client(self):
-        kc = await super().async_start_new_kernel_client()
-        for channel in (kc.shell_channel, kc.iopub_channel):
-            channel.get_msg = in_slices(channel.get_msg)
-        return kc
 
 
 def execute(name):
@@ -178,7 +151,7 @@ def test_tracebacks_name_cells_by_their_prompts_through_reruns_and_restarts():
         nbformat.v4.new_code_cell("%load_ext mpinb\n%mpijax start -n 2"),
         nbformat.v4.new_code_cell("%%mpijax --setup\nfrom mpi4py import MPI\nrank = MPI.COMM_WORLD.Get_rank()"),
         failing, nbformat.v4.new_code_cell("%mpijax restart"), nbformat.v4.new_code_cell("%mpijax stop")])
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True)
+    client = SlicedClient(nb, timeout=600, kernel_name="python3", allow_errors=True)
     seen = []
 
     def run(index):
