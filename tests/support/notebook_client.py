@@ -4,7 +4,7 @@ In CI, a kernel's reply already in the client's socket went unseen by jupyter_cl
 poll until the whole cell timeout (600 s) ran out and the poll's final check found it: a cell
 that took 0.2 s stalled a run ten minutes, then it went on as if nothing had happened (the
 kernel idle all along, the next cell not yet sent). Reproduced with ipykernel 6.31 and 7.4,
-jupyter_client 8.10, pyzmq 27.3, about one notebook run in thirty with two running side by
+jupyter_client 8.10, pyzmq 27.3: three of about twenty-six runs of the quickstart, two running side by
 side. Polling in slices of a second ends each slice with that check. Used by
 tests/test_notebooks.py and, copied beside it, by .ci/installed.py (which runs outside the
 tree)."""
