@@ -2,7 +2,8 @@
 jitted update of the field and other arrays of the session coming and going. Mean, median and
 worst per call (a tuning that wins the median of a tight repeat can lose the mean here), for
 raw mpi4py on the step's NumPy view with a fresh result buffer each step (the baseline, same
-run), mpinb, and mpi4jax when it is importable; and two floors: a memory copy of the same size
+run), mpinb, and mpi4jax when it is importable, each called in a jitted function of its own and
+called eagerly (outside jit, as a notebook cell does); and two floors: a memory copy of the same size
 (the physical one) and a jitted call that does nothing but add 1 to 16 bytes (JAX's dispatch,
 which any jitted call pays and raw mpi4py does not). One more row, for context only: raw
 mpi4py with its result handed back to JAX (``jax.device_put``), as a JAX program that calls
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -49,10 +51,16 @@ def timed(call) -> float:
 
 #: --columns' names for the columns (the memory copy, the floor, is always measured)
 COLUMN_KEYS = {"raw": "raw mpi4py", "mpinb": "mpinb", "mpi4jax": "mpi4jax",
+               "mpinb_eager": "mpinb, called eagerly", "mpi4jax_eager": "mpi4jax, called eagerly",
                "handed": "raw mpi4py, result handed to JAX", "dispatch": "jitted x + 1 on 16 B (JAX's dispatch)"}
 
+#: the columns of a run without --columns: all but mpi4jax's eager call, which (mpi4jax 0.9.1,
+#: JAX 0.10) compiles its computation anew at every call, about 16 ms, leaving every other
+#: column's caches cold
+DEFAULT_COLUMNS = [key for key in COLUMN_KEYS if key != "mpi4jax_eager"]
 
-def columns(op: str, size: int) -> dict:
+
+def columns(op: str) -> dict:
     """key of COLUMN_KEYS -> function(field) doing one call and waiting for its result (no
     mpi4jax column where it cannot be imported)."""
     def raw(field):
@@ -65,16 +73,20 @@ def columns(op: str, size: int) -> dict:
         return recv
 
     if op == "alltoall":
-        ours = jax.jit(lambda x: mpinb_mpi.alltoall(x.reshape(size, -1)))
-        theirs = mpi4jax and jax.jit(lambda x: _first(mpi4jax.alltoall(x.reshape(size, -1), comm=COMM)))
+        ours_eager = mpinb_mpi.alltoall
+        theirs_eager = mpi4jax and (lambda x: _first(mpi4jax.alltoall(x, comm=COMM)))
     else:
-        ours = jax.jit(lambda x: mpinb_mpi.allreduce(x, MPI.SUM))
-        theirs = mpi4jax and jax.jit(lambda x: _first(mpi4jax.allreduce(x, op=MPI.SUM, comm=COMM)))
+        ours_eager = partial(mpinb_mpi.allreduce, op=MPI.SUM)
+        theirs_eager = mpi4jax and (lambda x: _first(mpi4jax.allreduce(x, op=MPI.SUM, comm=COMM)))
+    ours = jax.jit(ours_eager)
+    theirs = mpi4jax and jax.jit(theirs_eager)
     tiny = jnp.ones(4, jnp.float32)
     add_one = jax.jit(lambda x: x + 1)
-    out = {"raw": raw, "mpinb": lambda f: ours(f).block_until_ready()}
+    out = {"raw": raw, "mpinb": lambda f: ours(f).block_until_ready(),
+           "mpinb_eager": lambda f: ours_eager(f).block_until_ready()}
     if theirs:
         out["mpi4jax"] = lambda f: theirs(f).block_until_ready()
+        out["mpi4jax_eager"] = lambda f: theirs_eager(f).block_until_ready()
     out["handed"] = lambda f: jax.device_put(raw(f)).block_until_ready()
     out["dispatch"] = lambda f: add_one(tiny).block_until_ready()
     return out
@@ -98,14 +110,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=80)
     ap.add_argument("--ops", default="alltoall,allreduce")
     ap.add_argument("--columns", default=None,
-                    help=f"which columns take turns, of {','.join(COLUMN_KEYS)} (default: all, mpi4jax where "
-                         "it is importable; raw is always one: the baseline). Each column's calls leave the "
-                         "caches colder for the next one's: with fewer columns, every call finds more of its "
-                         "code and data cached")
+                    help=f"which columns take turns, of {','.join(COLUMN_KEYS)} (default: all but "
+                         "mpi4jax_eager, the mpi4jax ones where it is importable; raw is always one: the "
+                         "baseline). Each column's calls leave the caches colder for the next one's: with "
+                         "fewer columns, every call finds more of its code and data cached")
     args = ap.parse_args()
-    wanted = None if args.columns is None else set(_keys(args.columns)) | {"raw"}
-    if wanted and "mpi4jax" in wanted and mpi4jax is None:
-        raise SystemExit("--columns mpi4jax: mpi4jax cannot be imported here")
+    wanted = set(DEFAULT_COLUMNS if args.columns is None else _keys(args.columns)) | {"raw"}
+    if args.columns and wanted & {"mpi4jax", "mpi4jax_eager"} and mpi4jax is None:
+        raise SystemExit("--columns mpi4jax, mpi4jax_eager: mpi4jax cannot be imported here")
     size, rank = COMM.Get_size(), COMM.Get_rank()
     rng = np.random.default_rng(rank)
     step = jax.jit(lambda x: x * 0.5 + 1.0)
@@ -113,11 +125,12 @@ def main() -> None:
     for op in args.ops.split(","):
         for mib in (float(m) for m in args.mib.split(",")):
             n = int(mib * 2**20) // 4 // size * size
-            field = jnp.ones(n, jnp.float32)
-            calls = {COLUMN_KEYS[key]: call for key, call in columns(op, size).items()
-                     if wanted is None or key in wanted}
+            shape = (size, n // size)  # rows by destination (alltoall's operand), no reshape needed
+            field = jnp.ones(shape, jnp.float32)
+            calls = {COLUMN_KEYS[key]: call for key, call in columns(op).items()
+                     if key in wanted}
             for call in calls.values():  # compiled before the loop (on other memory): compiling is not the call
-                call(jnp.zeros(n, jnp.float32))
+                call(jnp.zeros(shape, jnp.float32))
             times = {name: [] for name in calls}
             copies = []
             names = list(calls)

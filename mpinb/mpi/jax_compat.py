@@ -29,6 +29,8 @@ releases, so it is named once, with what it is for:
   the varying axes of abstract values (``manual_axis_type``/``vma``).
 - For ``recv`` under ``vmap``: the current trace (``core.trace_ctx``) and ``BatchTrace``/
   ``BatchTracer`` (``parent_trace``, ``axis_data.size``).
+- ``at_top_level`` (``core.trace_ctx.is_top_level``): whether a collective is called eagerly,
+  which mpinb/mpi/primitives.py then runs without JAX's ``bind``.
 - ``lower_every_primitive_in_place`` (``mlir._uncacheable_primitives``, the rule tables),
   ``user_line`` (``source_info_util.user_frames``), ``host_callback_frame`` (the files of JAX's
   host callbacks): ordering.py's rule for every construct.
@@ -115,6 +117,7 @@ __all__ = [
     "Tracer",
     "ad",
     "apply_primitive",
+    "at_top_level",
     "backends_are_initialized",
     "batched_like_vmap",
     "batching",
@@ -342,6 +345,11 @@ def block_owner(block: ir.Block) -> str | None:
 def optimization_barrier(value: ir.Value) -> ir.Value:
     """``value`` through an optimization barrier: XLA cannot see that it is the input."""
     return hlo.OptimizationBarrierOp([value]).results[0]
+
+
+def at_top_level() -> bool:
+    """Whether no transformation is tracing on this thread (an eager call)."""
+    return _core.trace_ctx.is_top_level()
 
 
 def batched_like_vmap(x, broadcast):

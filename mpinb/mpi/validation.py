@@ -59,9 +59,20 @@ def default_comm() -> MPI.Intracomm:
     return _default_comm
 
 
+_default_ref: list[tuple[MPI.Intracomm, CommRef]] = []  # resolve_comm's answer for comm=None, once made
+
+
 def resolve_comm(op: str, comm) -> tuple[MPI.Intracomm, CommRef]:
     if comm is None:
+        if _default_ref:  # mpinb's own clone: never freed or renamed, so asked once
+            return _default_ref[0]
         comm = default_comm()
+        _default_ref.append(_resolved(op, comm))
+        return _default_ref[0]
+    return _resolved(op, comm)
+
+
+def _resolved(op: str, comm) -> tuple[MPI.Intracomm, CommRef]:
     if isinstance(comm, Tracer):
         raise TypeError(f"{op}: comm must be an mpi4py communicator, got a traced value")
     if not isinstance(comm, MPI.Comm):
@@ -132,6 +143,8 @@ def resolve_op(opname: str, op, dtype) -> OpRef:
 
 
 def as_array(op: str, x, label: str = "x"):
+    if isinstance(x, jax.Array):  # the usual case, first: a JAX array or a traced value
+        return _supported(op, x, label)
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{op}: {label} must be an array or scalar, got {type(x).__name__}")
     if isinstance(x, dict) or (not isinstance(x, (list, tuple)) and not jax.tree_util.treedef_is_leaf(
@@ -139,9 +152,14 @@ def as_array(op: str, x, label: str = "x"):
         raise TypeError(f"{op}: {label} must be an array, got a {type(x).__name__} (a pytree); apply "
                         f"{op} to each leaf, e.g. jax.tree.map(lambda a: mpi.{op}(a, ...), tree)")
     try:
-        arr = x if isinstance(x, jax.Array) else jnp.asarray(x)
+        arr = jnp.asarray(x)
     except TypeError as exc:
         raise TypeError(f"{op}: {label} must be an array or scalar, got {type(x).__name__}") from exc
+    return _supported(op, arr, label)
+
+
+def _supported(op: str, arr, label: str):
+    """``arr``, if mpinb moves its dtype."""
     dtype = np.dtype(arr.dtype)
     if dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"{op}: dtype {dtype.name} of {label} is not supported")

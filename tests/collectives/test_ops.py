@@ -309,3 +309,39 @@ def test_alltoall_in_a_loop_shares_the_carry_buffer(world, iterations):
     for i in range(iterations):  # block s of rank r after one step: block r of rank s, plus i
         want = np.swapaxes(want, 0, 1) + i
     assert_same(f(x), want[rank])
+
+
+def test_an_eager_call_runs_its_compiled_computation_without_binding(world, monkeypatch):
+    """Called outside any transformation, a collective reaches its compiled one-equation
+    computation without JAX's bind machinery (mpinb/mpi/primitives.py, Collective.bind): once
+    compiled, an eager call binds nothing; traced, it binds as any primitive."""
+    from jax.extend.core import Primitive
+
+    rank, size = world
+    x = jnp.asarray(make((2, 3), "float32", rank))
+    want = np.sum([make((2, 3), "float32", r) for r in range(size)], axis=0)
+    assert_same(mpi.allreduce(x, op=MPI.SUM), want)  # compiled here
+    bound = []
+    unpatched = Primitive.bind
+
+    def counting(self, *args, **params):
+        bound.append(self.name)
+        return unpatched(self, *args, **params)
+
+    monkeypatch.setattr(Primitive, "bind", counting)
+    assert_same(mpi.allreduce(x, op=MPI.SUM), want)
+    assert bound == []
+    assert_same(jax.jit(lambda a: mpi.allreduce(a, op=MPI.SUM) + 0)(x), want)  # a new computation, traced
+    assert "mpinb_allreduce" in bound
+
+
+def test_an_eager_call_under_disable_jit_and_with_new_parameters(world):
+    """The eager path compiles a computation per set of parameters (each root its own) and, under
+    jax.disable_jit, still runs the collective compiled (JAX's eager rule), without recursing."""
+    rank, size = world
+    x = make((4,), "int32", rank)
+    for root in range(size):
+        with jax.disable_jit():
+            got = mpi.bcast(x, root)
+        assert_same(got, make((4,), "int32", root))
+        assert_same(mpi.bcast(x, root), make((4,), "int32", root))
