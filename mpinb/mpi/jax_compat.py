@@ -81,6 +81,7 @@ backends_are_initialized = _internal("jax._src.xla_bridge", "backends_are_initia
                                      purpose="ending a cell once its queued work ran, without starting JAX")
 _mlir_internal = _internal("jax._src.interpreters.mlir", purpose="lowering the custom calls")
 _pe_src = _internal("jax._src.interpreters.partial_eval", purpose="keeping collectives through dead-code removal")
+at_top_level = _core.trace_ctx.is_top_level  # () -> whether no transformation traces on this thread
 BatchTrace = _internal("jax._src.interpreters.batching", "BatchTrace", purpose="recv under vmap")
 BatchTracer = _internal("jax._src.interpreters.batching", "BatchTracer", purpose="recv under vmap")
 ir = _internal("jax._src.lib.mlir", "ir", purpose="lowering the custom calls")
@@ -345,11 +346,6 @@ def block_owner(block: ir.Block) -> str | None:
 def optimization_barrier(value: ir.Value) -> ir.Value:
     """``value`` through an optimization barrier: XLA cannot see that it is the input."""
     return hlo.OptimizationBarrierOp([value]).results[0]
-
-
-def at_top_level() -> bool:
-    """Whether no transformation is tracing on this thread (an eager call)."""
-    return _core.trace_ctx.is_top_level()
 
 
 def batched_like_vmap(x, broadcast):
