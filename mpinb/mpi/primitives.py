@@ -151,9 +151,9 @@ def make_primitive(
 
 
 class Collective(Primitive):
-    """An mpinb primitive: called eagerly (no transformation tracing, which is the only way its
-    operands are concrete), it runs its compiled one-equation computation straight away; traced,
-    it binds as any primitive."""
+    """An mpinb primitive: called eagerly (no transformation tracing on this thread, no named
+    axis in scope), it runs its compiled one-equation computation straight away; traced, it binds
+    as any primitive."""
 
     def __init__(self, name: str, op: str):
         super().__init__(name)
