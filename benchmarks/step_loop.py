@@ -3,7 +3,8 @@ jitted update of the field and other arrays of the session coming and going. Mea
 worst per call (a tuning that wins the median of a tight repeat can lose the mean here), for
 raw mpi4py on the step's NumPy view with a fresh result buffer each step (the baseline, same
 run), mpinb, and mpi4jax when it is importable, each called in a jitted function of its own and
-called eagerly (outside jit, as a notebook cell does); and two floors: a memory copy of the same size
+(mpinb; mpi4jax only with --columns mpi4jax_eager) eagerly, outside jit, as a notebook cell does;
+and two floors: a memory copy of the same size
 (the physical one) and a jitted call that does nothing but add 1 to 16 bytes (JAX's dispatch,
 which any jitted call pays and raw mpi4py does not). One more row, for context only: raw
 mpi4py with its result handed back to JAX (``jax.device_put``), as a JAX program that calls

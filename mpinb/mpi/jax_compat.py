@@ -30,7 +30,7 @@ releases, so it is named once, with what it is for:
 - For ``recv`` under ``vmap``: the current trace (``core.trace_ctx``) and ``BatchTrace``/
   ``BatchTracer`` (``parent_trace``, ``axis_data.size``).
 - ``at_top_level`` (``core.trace_ctx.is_top_level``): whether a collective is called eagerly,
-  which mpinb/mpi/primitives.py then runs without JAX's ``bind``.
+  which mpinb/mpi/primitives.py then runs without JAX's ``bind``, folding off as JAX's does.
 - ``lower_every_primitive_in_place`` (``mlir._uncacheable_primitives``, the rule tables),
   ``user_line`` (``source_info_util.user_frames``), ``host_callback_frame`` (the files of JAX's
   host callbacks): ordering.py's rule for every construct.
@@ -81,7 +81,8 @@ backends_are_initialized = _internal("jax._src.xla_bridge", "backends_are_initia
                                      purpose="ending a cell once its queued work ran, without starting JAX")
 _mlir_internal = _internal("jax._src.interpreters.mlir", purpose="lowering the custom calls")
 _pe_src = _internal("jax._src.interpreters.partial_eval", purpose="keeping collectives through dead-code removal")
-at_top_level = _core.trace_ctx.is_top_level  # () -> whether no transformation traces on this thread
+at_top_level = _internal("jax._src.core", "trace_ctx", purpose="running eager collectives").is_top_level
+eager_constant_folding = _internal("jax._src.config", "eager_constant_folding", purpose="running eager collectives")
 BatchTrace = _internal("jax._src.interpreters.batching", "BatchTrace", purpose="recv under vmap")
 BatchTracer = _internal("jax._src.interpreters.batching", "BatchTracer", purpose="recv under vmap")
 ir = _internal("jax._src.lib.mlir", "ir", purpose="lowering the custom calls")
@@ -126,6 +127,7 @@ __all__ = [
     "block_owner",
     "build_ffi_lowering_function",
     "dce_rule",
+    "eager_constant_folding",
     "ffi",
     "host_callback_frame",
     "inline_closed_jaxpr",

@@ -43,6 +43,7 @@ from .jax_compat import (
     apply_primitive,
     at_top_level,
     build_ffi_lowering_function,
+    eager_constant_folding,
     ir,
     ir_attribute,
     lower_every_primitive_in_place,
@@ -180,7 +181,8 @@ def _eager_computation(prim: Collective, params: tuple) -> Callable:
     kwargs = dict(params)
 
     def computation(*args):
-        return Primitive.bind(prim, *args, **kwargs)
+        with eager_constant_folding(False):  # else, under ensure_compile_time_eval, an operandless
+            return Primitive.bind(prim, *args, **kwargs)  # barrier would run once, at trace time
 
     computation.__name__ = computation.__qualname__ = prim.name
     computation._apply_primitive = True  # JAX's FloatingPointError names the primitive, as for bind

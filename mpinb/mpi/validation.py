@@ -63,12 +63,12 @@ _default_ref: list[tuple[MPI.Intracomm, CommRef]] = []  # resolve_comm's answer 
 
 
 def resolve_comm(op: str, comm) -> tuple[MPI.Intracomm, CommRef]:
-    if comm is None:
-        if _default_ref:  # mpinb's own clone: never freed or renamed, so asked once
+    if comm is None:  # mpinb's own clone: asked once (a name given it later is not seen), unless freed
+        if _default_ref and _default_ref[0][0] != MPI.COMM_NULL:
             return _default_ref[0]
-        comm = default_comm()
-        _default_ref.append(_resolved(op, comm))
-        return _default_ref[0]
+        resolved = _resolved(op, default_comm())  # freed: the error a freed communicator gets
+        _default_ref[:] = [resolved]
+        return resolved
     return _resolved(op, comm)
 
 

@@ -345,3 +345,14 @@ def test_an_eager_call_under_disable_jit_and_with_new_parameters(world):
             got = mpi.bcast(x, root)
         assert_same(got, make((4,), "int32", root))
         assert_same(mpi.bcast(x, root), make((4,), "int32", root))
+
+
+def test_every_eager_barrier_runs_under_compile_time_eval(world):
+    """An operandless collective called eagerly inside jax.ensure_compile_time_eval() runs at
+    every call, not once while its computation is traced (JAX's eager path compiles it with
+    constant folding off; so does mpinb's)."""
+    before = mpi.counters()["calls"]
+    with jax.ensure_compile_time_eval():
+        for _ in range(3):
+            mpi.barrier()
+    assert mpi.counters()["calls"] - before == 3
