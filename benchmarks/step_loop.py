@@ -61,26 +61,38 @@ COLUMN_KEYS = {"raw": "raw mpi4py", "mpinb": "mpinb", "mpi4jax": "mpi4jax",
 DEFAULT_COLUMNS = [key for key in COLUMN_KEYS if key != "mpi4jax_eager"]
 
 
+def raw_call(op: str, send: np.ndarray, recv: np.ndarray) -> None:
+    """Raw mpi4py's call of ``op`` from ``send`` into ``recv``."""
+    if op == "alltoall":
+        COMM.Alltoall(send, recv)
+    else:
+        COMM.Allreduce(send, recv, op=MPI.SUM)
+
+
+def eager_calls(op: str) -> dict:
+    """{"mpinb": its call of ``op``, "mpi4jax": its call (where it can be imported)}: functions of
+    the operand, the result returned, not waited for; jitted or not, as the caller wraps them."""
+    if op == "alltoall":
+        out = {"mpinb": mpinb_mpi.alltoall, "mpi4jax": lambda x: _first(mpi4jax.alltoall(x, comm=COMM))}
+    else:
+        out = {"mpinb": partial(mpinb_mpi.allreduce, op=MPI.SUM),
+               "mpi4jax": lambda x: _first(mpi4jax.allreduce(x, op=MPI.SUM, comm=COMM))}
+    return out if mpi4jax else {"mpinb": out["mpinb"]}
+
+
 def columns(op: str) -> dict:
     """key of COLUMN_KEYS -> function(field) doing one call and waiting for its result (no
     mpi4jax column where it cannot be imported)."""
     def raw(field):
         send = np.asarray(field)
         recv = np.empty_like(send)
-        if op == "alltoall":
-            COMM.Alltoall(send, recv)
-        else:
-            COMM.Allreduce(send, recv, op=MPI.SUM)
+        raw_call(op, send, recv)
         return recv
 
-    if op == "alltoall":
-        ours_eager = mpinb_mpi.alltoall
-        theirs_eager = mpi4jax and (lambda x: _first(mpi4jax.alltoall(x, comm=COMM)))
-    else:
-        ours_eager = partial(mpinb_mpi.allreduce, op=MPI.SUM)
-        theirs_eager = mpi4jax and (lambda x: _first(mpi4jax.allreduce(x, op=MPI.SUM, comm=COMM)))
+    eager = eager_calls(op)
+    ours_eager, theirs_eager = eager["mpinb"], eager.get("mpi4jax")
     ours = jax.jit(ours_eager)
-    theirs = mpi4jax and jax.jit(theirs_eager)
+    theirs = theirs_eager and jax.jit(theirs_eager)
     tiny = jnp.ones(4, jnp.float32)
     add_one = jax.jit(lambda x: x + 1)
     out = {"raw": raw, "mpinb": lambda f: ours(f).block_until_ready(),
@@ -105,6 +117,40 @@ def _first(result):
     return result[0] if isinstance(result, tuple) else result
 
 
+def shape_of(mib: float) -> tuple[int, int]:
+    """A float32 operand of about ``mib`` MiB per rank, in rows by destination (alltoall's
+    operand as it is, without a reshape)."""
+    size = COMM.Get_size()
+    n = int(mib * 2**20) // 4 // size * size
+    return size, n // size
+
+
+def junk(rng) -> list:
+    """Other arrays of the session: three of 1-8 MiB, to be dropped after the step's calls."""
+    return [np.ones(int(rng.integers(1, 9)) << 17) for _ in range(3)]
+
+
+def step_loop(calls: dict, shape: tuple, steps: int, rng) -> tuple[dict, list]:
+    """The loop: ({column: [seconds per call]}, [seconds per memory copy of the field]). Each
+    column is compiled before the loop, on other memory."""
+    step = jax.jit(lambda x: x * 0.5 + 1.0)
+    field = jnp.ones(shape, jnp.float32)
+    for call in calls.values():
+        call(jnp.zeros(shape, jnp.float32))
+    times = {name: [] for name in calls}
+    copies = []
+    names = list(calls)
+    for i in range(steps):
+        field = step(field)
+        others = junk(rng)
+        for name in names[i % len(names):] + names[:i % len(names)]:  # each column first in turn
+            times[name].append(timed(lambda call=calls[name], field=field: call(field)))
+        source = np.asarray(field)
+        copies.append(timed(lambda source=source: source.copy()))
+        del others
+    return times, copies
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mib", default="1,16", help="message sizes in MiB (per rank)")
@@ -121,28 +167,12 @@ def main() -> None:
         raise SystemExit("--columns mpi4jax, mpi4jax_eager: mpi4jax cannot be imported here")
     size, rank = COMM.Get_size(), COMM.Get_rank()
     rng = np.random.default_rng(rank)
-    step = jax.jit(lambda x: x * 0.5 + 1.0)
     rows = []
     for op in args.ops.split(","):
         for mib in (float(m) for m in args.mib.split(",")):
-            n = int(mib * 2**20) // 4 // size * size
-            shape = (size, n // size)  # rows by destination (alltoall's operand), no reshape needed
-            field = jnp.ones(shape, jnp.float32)
-            calls = {COLUMN_KEYS[key]: call for key, call in columns(op).items()
-                     if key in wanted}
-            for call in calls.values():  # compiled before the loop (on other memory): compiling is not the call
-                call(jnp.zeros(shape, jnp.float32))
-            times = {name: [] for name in calls}
-            copies = []
-            names = list(calls)
-            for i in range(args.steps):
-                field = step(field)
-                junk = [np.ones(int(rng.integers(1, 9)) << 17) for _ in range(3)]  # 1-8 MiB, dropped below
-                for name in names[i % len(names):] + names[:i % len(names)]:  # each column first in turn
-                    times[name].append(timed(lambda call=calls[name], field=field: call(field)))
-                source = np.asarray(field)
-                copies.append(timed(lambda source=source: source.copy()))
-                del junk
+            shape = shape_of(mib)
+            calls = {COLUMN_KEYS[key]: call for key, call in columns(op).items() if key in wanted}
+            times, copies = step_loop(calls, shape, args.steps, rng)
             base = statistics.fmean(times[COLUMN_KEYS["raw"]])
             for name, t in times.items():
                 rows.append((op, mib, name, statistics.fmean(t), statistics.median(t), max(t),
