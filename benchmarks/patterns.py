@@ -1,7 +1,7 @@
 """A large collective in each way programs call it, in one run: mean, median and worst per call
 of raw mpi4py (the baseline of each pattern, same run), mpinb called in a jitted function and
 eagerly, and mpi4jax (jitted) when it is importable, beside a memory copy of the same size (the
-physical floor), for each pattern:
+physical floor, copied in the step loop), for each pattern:
 
 - **first call**: a column's first call on an operand of a shape it has not seen before, so
   compiling included for the JAX columns (``--firsts`` new shapes each);
@@ -9,9 +9,10 @@ physical floor), for each pattern:
   other arrays coming and going (``--bursts`` rounds);
 - **step loop**: benchmarks/step_loop.py's loop, one call per step (``--steps``);
 - **fori_loop**: the collective alone as the body of a jitted ``lax.fori_loop`` of
-  ``--iterations``, each result the next operand, per iteration (``--loops`` rounds); raw mpi4py
-  makes the same number of calls in a Python loop, ping-ponging two preallocated buffers. An
-  eager call has no such pattern.
+  ``--iterations``, each result the next operand, per iteration (``--loops`` rounds; a round's
+  mean is one sample); raw mpi4py makes the same number of calls in a Python loop, ping-ponging
+  two preallocated buffers, out of place, where mpinb's loop body runs in place (README, "In
+  place"). An eager call has no such pattern.
 
     mpiexec -n 2 python benchmarks/patterns.py [--mib 1,16] [--ops alltoall,allreduce]
 
@@ -42,11 +43,14 @@ def rotated(names: list, i: int) -> list:
 
 
 def first_calls(op: str, shape: tuple, firsts: int) -> dict:
-    """{column: [seconds]}: each column's first call on ``firsts`` shapes it has not seen."""
+    """{column: [seconds]}: each column's first call on ``firsts`` shapes it has not seen (after
+    one call on a one-column shape, which pays what a library sets up once per process)."""
+    for call in _calls(op).values():
+        call(jnp.ones((shape[0], 1), jnp.float32))
     times = {}
     for j in range(firsts):
-        new = (shape[0], shape[1] - 1 - j)
-        calls = _calls(op)  # new jitted functions: nothing compiled yet
+        new = (shape[0], shape[1] - 1 - j)  # a shape no column has compiled for
+        calls = _calls(op)
         for name in rotated(list(calls), j):
             operand = jnp.ones(new, jnp.float32)
             times.setdefault(name, []).append(step_loop.timed(lambda call=calls[name], x=operand: call(x)))
@@ -120,7 +124,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mib", default="1,16", help="message sizes in MiB (per rank)")
     ap.add_argument("--ops", default="alltoall,allreduce")
-    ap.add_argument("--firsts", type=int, default=3, help="new shapes per column for the first call")
+    ap.add_argument("--firsts", type=int, default=4, help="new shapes per column for the first call (each "
+                    "column goes first once in four)")
     ap.add_argument("--bursts", type=int, default=60, help="rounds of bursts")
     ap.add_argument("--burst", type=int, default=4, help="calls per burst")
     ap.add_argument("--steps", type=int, default=300, help="steps of the step loop")
