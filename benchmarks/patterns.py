@@ -38,10 +38,6 @@ COMM = step_loop.COMM
 KEYS = ("raw", "mpinb", "mpinb_eager", "mpi4jax")
 
 
-def rotated(names: list, i: int) -> list:
-    return names[i % len(names):] + names[:i % len(names)]
-
-
 def first_calls(op: str, shape: tuple, firsts: int) -> dict:
     """{column: [seconds]}: each column's first call on ``firsts`` shapes it has not seen (after
     one call on a one-column shape, which pays what a library sets up once per process)."""
@@ -51,7 +47,7 @@ def first_calls(op: str, shape: tuple, firsts: int) -> dict:
     for j in range(firsts):
         new = (shape[0], shape[1] - 1 - j)  # a shape no column has compiled for
         calls = _calls(op)
-        for name in rotated(list(calls), j):
+        for name in step_loop.rotated(list(calls), j):
             operand = jnp.ones(new, jnp.float32)
             times.setdefault(name, []).append(step_loop.timed(lambda call=calls[name], x=operand: call(x)))
     return times
@@ -59,15 +55,14 @@ def first_calls(op: str, shape: tuple, firsts: int) -> dict:
 
 def bursts(calls: dict, shape: tuple, rounds: int, burst: int, rng) -> dict:
     """{column: [seconds per call]} over ``rounds`` bursts of ``burst`` calls each."""
-    step = jax.jit(lambda x: x * 0.5 + 1.0)
     field = jnp.ones(shape, jnp.float32)
     for call in calls.values():  # compiled first: compiling is the first call's pattern
         call(field)
     times = {name: [] for name in calls}
     for i in range(rounds):
-        field = step(field)
+        field = step_loop.step(field)
         others = step_loop.junk(rng)
-        for name in rotated(list(calls), i):
+        for name in step_loop.rotated(list(calls), i):
             mine = np.empty(burst)
             COMM.Barrier()
             for k in range(burst):
@@ -103,7 +98,7 @@ def loops(op: str, shape: tuple, rounds: int, iterations: int, rng) -> dict:
     times = {name: [] for name in calls}
     for i in range(rounds):
         others = step_loop.junk(rng)
-        for name in rotated(list(calls), i):
+        for name in step_loop.rotated(list(calls), i):
             times[name].append(step_loop.timed(calls[name]) / iterations)
         del others
     return times

@@ -130,10 +130,18 @@ def junk(rng) -> list:
     return [np.ones(int(rng.integers(1, 9)) << 17) for _ in range(3)]
 
 
+#: the jitted update of the field before each step's calls
+step = jax.jit(lambda x: x * 0.5 + 1.0)
+
+
+def rotated(names: list, i: int) -> list:
+    """``names`` from the ``i``-th on, then the rest: each column goes first in turn."""
+    return names[i % len(names):] + names[:i % len(names)]
+
+
 def step_loop(calls: dict, shape: tuple, steps: int, rng) -> tuple[dict, list]:
     """The loop: ({column: [seconds per call]}, [seconds per memory copy of the field]). Each
     column is compiled before the loop, on other memory."""
-    step = jax.jit(lambda x: x * 0.5 + 1.0)
     field = jnp.ones(shape, jnp.float32)
     for call in calls.values():
         call(jnp.zeros(shape, jnp.float32))
@@ -143,7 +151,7 @@ def step_loop(calls: dict, shape: tuple, steps: int, rng) -> tuple[dict, list]:
     for i in range(steps):
         field = step(field)
         others = junk(rng)
-        for name in names[i % len(names):] + names[:i % len(names)]:  # each column first in turn
+        for name in rotated(names, i):
             times[name].append(timed(lambda call=calls[name], field=field: call(field)))
         source = np.asarray(field)
         copies.append(timed(lambda source=source: source.copy()))
