@@ -53,6 +53,12 @@ class ClusterLost(ClusterError):
     """The MPI job ended (a rank died); only a restart helps."""
 
 
+class ControllerError(ClusterError):
+    """The controller could not serve the cluster: a port it picked was taken by another process
+    before it listened on it (ATTEMPTS controllers in a row), or it did not open its ports within
+    start_timeout: mpinb.client.controller."""
+
+
 class LauncherError(ClusterError):
     """A launcher cannot be used as asked (not installed, bad option)."""
 

@@ -32,7 +32,7 @@ KINDS = {
     # the collective suite: in this process (world size 1), and on 2 and 4 ranks by test_ranks.py
     "multi_rank": ["collectives/", "test_ranks.py", "test_mpi_watch.py"],
     "cluster": ["test_magic.py", "test_faults.py", "test_output.py", "test_soak.py", "test_notebooks.py",
-                "test_jax_native.py", "test_lifetime.py", "test_deadlocks.py"],
+                "test_jax_native.py", "test_lifetime.py", "test_deadlocks.py", "test_controller.py"],
     "topology": ["test_other_host.py", "test_slurm.py"],
     "browser": ["test_browser.py"],
 }

@@ -35,11 +35,13 @@ from ..errors import (
     ClusterError,
     ClusterLost,
     ClusterNotRunning,
+    ControllerError,
     LauncherError,
 )
 from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
 from ..options import CellOptions
 from . import lifetime, registry
+from .controller import start_controller
 from .health import ClusterHealth
 from .preflight import ask_every_engine, check_ranks
 from .progress import StartProgress
@@ -215,12 +217,16 @@ class MPICluster(ClusterHealth):
         self._cluster = ipp.Cluster(config=config, log_level=40, engine_timeout=self.start_timeout,
                                     cluster_id=self.cluster_id)
         try:
-            self._cluster.start_cluster_sync()
+            start_controller(self._cluster, self.start_timeout)
+            self._cluster.start_engines_sync()
             lifetime.register(self, self._cluster)  # from here on, nothing outlives this process
             self.client = self._cluster.connect_client_sync()
             progress.phase("engines registering")
             self._wait_for_engines(t0, progress)
         except KeyboardInterrupt:  # the stop button while waiting: leave no job or controller behind
+            self._teardown()
+            raise
+        except ControllerError:  # its own words; no engine was started
             self._teardown()
             raise
         except Exception as exc:

@@ -1,0 +1,191 @@
+"""The controller's start, checked: ipyparallel's controller picks its ports when it starts (each
+one free at that moment), writes them into its connection files, and binds each one later, in
+the process that serves it (the hub, the direct and control queues, the schedulers, the heart
+monitor). A port taken in between (another controller starting at the same moment picked the
+same one, an outgoing connection got it as its own port) kills that one process and leaves the
+rest running: the engines register, then never receive what is sent to them, and the start used
+to end after start_timeout with "did not answer" (seen in CI, where two test lanes start clusters
+side by side). So the start waits until the controller's own processes listen on every port its
+connection files name, and starts a new controller (new ports) as soon as another process has a
+socket on one of them, or when one never opens. This wait takes the place of ipyparallel's
+fixed one-second pause between the controller and the engines (``Cluster.delay``); a 2-rank
+start takes what it took before (8.0 s here).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+
+import psutil
+
+from ..errors import ControllerError
+
+#: controllers started at most, when a process of the previous one ended before listening
+ATTEMPTS = 3
+#: seconds between looks at the controller's processes
+POLL = 0.05
+#: seconds without a new port opened after which the ports still missing count as never to open
+GRACE = 10.0
+#: the entries of the connection files that are ports ("broadcast": one, or one per leaf scheduler)
+PORT_KEYS = ("registration", "control", "mux", "task", "iopub", "notification", "hb_ping", "hb_pong", "broadcast")
+
+
+class ControllerDied(Exception):
+    """The controller cannot listen on all its ports: a port is taken or never opened
+    (``port_lost``), or the controller itself ended."""
+
+    def __init__(self, why: str, port_lost: bool = True):
+        super().__init__(why)
+        self.port_lost = port_lost
+
+
+def named_ports(info: dict) -> set[int]:
+    """The ports a connection file's contents name."""
+    ports = set()
+    for key in PORT_KEYS:
+        value = info.get(key)
+        for port in value if isinstance(value, list) else [value]:
+            if isinstance(port, int) and not isinstance(port, bool):
+                ports.add(port)
+    return ports
+
+
+def _read_files(paths) -> dict | None:
+    """{path: contents} of the controller's connection files, None while one is missing or
+    half written."""
+    found = {}
+    for path in paths:
+        try:
+            with open(path) as fh:
+                found[path] = json.load(fh)
+        except (OSError, ValueError):
+            return None
+    return found
+
+
+def _connections(proc: psutil.Process) -> list:
+    """A process's TCP sockets (psutil >= 6 calls it net_connections, earlier ones connections)."""
+    method = getattr(proc, "net_connections", None) or proc.connections
+    return method(kind="tcp")
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    """The process ``pid`` and its descendants; ControllerDied when it has ended."""
+    try:
+        root = psutil.Process(pid)
+        if root.status() != psutil.STATUS_ZOMBIE:
+            return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        pass
+    raise ControllerDied(f"the controller (PID {pid}) ended", port_lost=False)
+
+
+def listening_ports(tree: list[psutil.Process]) -> set[int]:
+    """The TCP ports the processes of ``tree`` listen on (those that ended meanwhile left out)."""
+    ports = set()
+    for proc in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            ports.update(c.laddr.port for c in _connections(proc) if c.status == psutil.CONN_LISTEN)
+    return ports
+
+
+def taken(ports: set[int], root: int) -> dict[int, int | None]:
+    """{port: PID (None where not visible)} of the ``ports`` a process other than ``root`` and its
+    descendants has a socket on (listening, or its own end of a connection), so that the
+    controller cannot listen there. Sockets closing (TIME_WAIT) or left by ended processes do not
+    count: the controller's queues, which reuse addresses, can listen beside those."""
+    found = {}
+    try:
+        every = psutil.net_connections(kind="tcp")
+    except psutil.AccessDenied:  # a system that shows other processes' sockets to root only
+        return {}
+    for conn in every:
+        mine = conn.status == psutil.CONN_LISTEN or (conn.pid is not None and conn.status != psutil.CONN_TIME_WAIT)
+        if conn.laddr and conn.laddr.port in ports and mine:
+            found[conn.laddr.port] = conn.pid
+    return {port: pid for port, pid in found.items() if not _descends_from(pid, root)}
+
+
+def _descends_from(pid: int | None, root: int) -> bool:
+    """Whether process ``pid`` is ``root`` or one of its descendants (a process forked since the
+    last look at the controller's processes is one)."""
+    if pid is None:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        return pid == root or any(parent.pid == root for parent in proc.parents())
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_until_listening(ipp_cluster, deadline: float) -> None:
+    """Return once the controller of ``ipp_cluster`` listens on every port its connection files
+    name. ControllerDied as soon as the controller ended or another process has a socket on a
+    port it has not opened, or when no new port opened for GRACE seconds (the process that was
+    to open it ended); ControllerError at ``deadline`` (time.monotonic())."""
+    launcher = ipp_cluster.controller
+    paths = list(launcher.connection_files.values())
+    missing: set[int] = set()
+    opened, progress = -1, time.monotonic()
+    while True:
+        tree = _tree(launcher.process.pid)
+        listening = listening_ports(tree)
+        files = _read_files(paths)
+        if files is not None:
+            missing = set().union(*map(named_ports, files.values())) - listening
+            if not missing:
+                return
+            holders = taken(missing, launcher.process.pid)
+            if holders:
+                raise ControllerDied("port " + ", ".join(f"{port} (PID {pid})" for port, pid in sorted(
+                    holders.items(), key=lambda item: item[0])) + " taken by another process")
+        if len(listening) > opened:
+            opened, progress = len(listening), time.monotonic()
+        elif missing and time.monotonic() - progress > GRACE:
+            raise ControllerDied(f"ports {_listed(missing)} never opened")
+        if time.monotonic() > deadline:
+            what = f"ports {_listed(missing)}" if missing else "its connection files"
+            raise ControllerError(f"the controller did not open {what} within start_timeout")
+        time.sleep(POLL)
+
+
+def _listed(ports: set[int]) -> str:
+    return ", ".join(map(str, sorted(ports)))
+
+
+def _stop(ipp_cluster) -> None:
+    """Stop a controller that cannot serve, and end whatever is left of its processes."""
+    try:
+        left = _tree(ipp_cluster.controller.process.pid)
+    except ControllerDied:
+        left = []
+    with contextlib.suppress(Exception):  # already ending: what is left of it is killed below
+        ipp_cluster.stop_controller_sync()
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(left, timeout=5)  # gone before the next one starts
+
+
+def start_controller(ipp_cluster, timeout: float) -> int:
+    """Start the controller of ``ipp_cluster`` and wait until it serves every port it named (see
+    the module's docstring); a controller that cannot (a port taken or never opened, or it
+    ended) is stopped and a new one started, ATTEMPTS in all. Returns how many were started.
+    ControllerError when the last one failed too, or when ``timeout`` seconds passed."""
+    deadline = time.monotonic() + timeout
+    for attempt in range(1, ATTEMPTS + 1):
+        ipp_cluster.start_controller_sync()
+        try:
+            wait_until_listening(ipp_cluster, deadline)
+            return attempt
+        except ControllerDied as exc:
+            output = "" if exc.port_lost else ipp_cluster.controller.get_output()[-2000:]
+            _stop(ipp_cluster)
+            if attempt == ATTEMPTS or time.monotonic() > deadline:
+                why = (" (a port it picked was taken before it could listen on it)" if exc.port_lost
+                       else f"; its last output:\n{output}" if output.strip() else "")
+                raise ControllerError(f"the controller could not start, {attempt} times; the last time: "
+                                      f"{exc}{why}") from None
+    raise AssertionError("unreachable")
