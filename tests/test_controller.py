@@ -84,6 +84,35 @@ def test_a_port_taken_before_the_controller_listens_gets_a_new_controller(monkey
         assert stopped == [cluster.cluster_id]
 
 
+def test_a_port_held_by_a_connection_s_own_end_gets_a_new_controller(monkeypatch):
+    # how a port is lost to connections: not listened on, so only its never opening tells
+    pool = select_random_ports(24)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", pool[TAKEN]))
+    holder.connect(listener.getsockname())
+    accepted, _ = listener.accept()
+    stopped = []
+    stop = controller._stop
+
+    def stop_then_free(ipp_cluster):  # the far end closes first: the port is left in no state
+        stop(ipp_cluster)
+        stopped.append(ipp_cluster.cluster_id)
+        accepted.close()
+        holder.close()
+
+    monkeypatch.setattr(controller, "_stop", stop_then_free)
+    monkeypatch.setattr(controller, "GRACE", 5.0)
+    try:
+        with _cluster_with_ports(pool) as cluster:
+            assert [r["rank"] for r in cluster.view.apply(report)] == [0, 1]
+            assert stopped == [cluster.cluster_id]
+    finally:
+        listener.close()
+
+
 def test_a_port_taken_every_time_ends_the_start_at_once_with_nothing_left():
     pool = select_random_ports(24)
     holder = _listening_on(pool[TAKEN])

@@ -223,11 +223,8 @@ class MPICluster(ClusterHealth):
             self.client = self._cluster.connect_client_sync()
             progress.phase("engines registering")
             self._wait_for_engines(t0, progress)
-        except KeyboardInterrupt:  # the stop button while waiting: leave no job or controller behind
-            self._teardown()
-            raise
-        except ControllerError:  # its own words; no engine was started
-            self._teardown()
+        except (KeyboardInterrupt, ControllerError):  # the stop button, or no controller (its own words)
+            self._teardown()  # leave no job or controller behind
             raise
         except Exception as exc:
             output = self._launcher_output()[-2000:] + launcher_for(self).queue_state()

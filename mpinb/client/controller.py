@@ -6,8 +6,9 @@ same one, an outgoing connection got it as its own port) kills that one process 
 rest running: the engines register, then never receive what is sent to them, and the start used
 to end after start_timeout with "did not answer" (seen in CI, where two test lanes start clusters
 side by side). So the start waits until the controller's own processes listen on every port its
-connection files name, and starts a new controller (new ports) as soon as another process has a
-socket on one of them, or when one never opens. This wait takes the place of ipyparallel's
+connection files name, and starts a new controller (new ports) as soon as another process
+listens on one of them or a process of the controller ended, or when one never opens (a port
+held by a connection's own end, GRACE). This wait takes the place of ipyparallel's
 fixed one-second pause between the controller and the engines (``Cluster.delay``); a 2-rank
 start takes what it took before (8.0 s here).
 """
@@ -27,7 +28,7 @@ ATTEMPTS = 3
 #: seconds between looks at the controller's processes
 POLL = 0.05
 #: seconds without a new port opened after which the ports still missing count as never to open
-GRACE = 10.0
+GRACE = 20.0
 #: the entries of the connection files that are ports ("broadcast": one, or one per leaf scheduler)
 PORT_KEYS = ("registration", "control", "mux", "task", "iopub", "notification", "hb_ping", "hb_pong", "broadcast")
 
@@ -93,18 +94,15 @@ def listening_ports(tree: list[psutil.Process]) -> set[int]:
 
 def taken(ports: set[int], root: int) -> dict[int, int | None]:
     """{port: PID (None where not visible)} of the ``ports`` a process other than ``root`` and its
-    descendants has a socket on (listening, or its own end of a connection), so that the
-    controller cannot listen there. Sockets closing (TIME_WAIT) or left by ended processes do not
-    count: the controller's queues, which reuse addresses, can listen beside those."""
-    found = {}
+    descendants listens on, so that the controller cannot. (A connection's own end on one of the
+    ports is not counted: whether it keeps the controller from listening there depends on how
+    that socket was made; when it does, the port never opens, which GRACE catches.)"""
     try:
         every = psutil.net_connections(kind="tcp")
     except psutil.AccessDenied:  # a system that shows other processes' sockets to root only
         return {}
-    for conn in every:
-        mine = conn.status == psutil.CONN_LISTEN or (conn.pid is not None and conn.status != psutil.CONN_TIME_WAIT)
-        if conn.laddr and conn.laddr.port in ports and mine:
-            found[conn.laddr.port] = conn.pid
+    found = {c.laddr.port: c.pid for c in every
+             if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port in ports}
     return {port: pid for port, pid in found.items() if not _descends_from(pid, root)}
 
 
@@ -122,25 +120,27 @@ def _descends_from(pid: int | None, root: int) -> bool:
 
 def wait_until_listening(ipp_cluster, deadline: float) -> None:
     """Return once the controller of ``ipp_cluster`` listens on every port its connection files
-    name. ControllerDied as soon as the controller ended or another process has a socket on a
-    port it has not opened, or when no new port opened for GRACE seconds (the process that was
-    to open it ended); ControllerError at ``deadline`` (time.monotonic())."""
-    launcher = ipp_cluster.controller
-    paths = list(launcher.connection_files.values())
+    name. ControllerDied as soon as the controller or one of its processes ended, or another
+    process listens on a port it has not opened, or when no new port opened for GRACE seconds
+    (the process that was to open it ended unseen); ControllerError at ``deadline``
+    (time.monotonic())."""
+    root = ipp_cluster.controller.process.pid
+    paths = list(ipp_cluster.controller.connection_files.values())
     missing: set[int] = set()
+    seen: set[int] = set()
     opened, progress = -1, time.monotonic()
     while True:
-        tree = _tree(launcher.process.pid)
+        tree = _tree(root)
+        ended, seen = seen - {p.pid for p in tree}, seen | {p.pid for p in tree}
         listening = listening_ports(tree)
         files = _read_files(paths)
         if files is not None:
             missing = set().union(*map(named_ports, files.values())) - listening
             if not missing:
                 return
-            holders = taken(missing, launcher.process.pid)
-            if holders:
-                raise ControllerDied("port " + ", ".join(f"{port} (PID {pid})" for port, pid in sorted(
-                    holders.items(), key=lambda item: item[0])) + " taken by another process")
+            why = _why_lost(missing, root, ended)
+            if why:
+                raise ControllerDied(why)
         if len(listening) > opened:
             opened, progress = len(listening), time.monotonic()
         elif missing and time.monotonic() - progress > GRACE:
@@ -149,6 +149,21 @@ def wait_until_listening(ipp_cluster, deadline: float) -> None:
             what = f"ports {_listed(missing)}" if missing else "its connection files"
             raise ControllerError(f"the controller did not open {what} within start_timeout")
         time.sleep(POLL)
+
+
+def _why_lost(missing: set[int], root: int, ended: set[int]) -> str | None:
+    """Why the ``missing`` ports of the controller ``root`` will not open, if that is known: a
+    process of it ``ended``, or another process listens there."""
+    if ended:
+        return f"a process of the controller (PID {_listed(ended)}) ended before ports {_listed(missing)} opened"
+    holders = taken(missing, root)
+    if holders:  # looked at twice: a socket seen before its (new) process was is not taken
+        time.sleep(POLL)
+        again = taken(missing, root)
+        holders = {port: again[port] for port in sorted(holders) if port in again}
+    if holders:
+        return "port " + ", ".join(f"{port} (PID {pid})" for port, pid in holders.items()) + " taken by another process"
+    return None
 
 
 def _listed(ports: set[int]) -> str:
