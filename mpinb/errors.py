@@ -55,8 +55,8 @@ class ClusterLost(ClusterError):
 
 class ControllerError(ClusterError):
     """The controller could not serve the cluster: a port it picked was taken by another process
-    before it listened on it (ATTEMPTS controllers in a row), or it did not open its ports within
-    start_timeout: mpinb.client.controller."""
+    before it listened on it, or it ended (its output quoted), three controllers in a row; or it
+    did not open its ports within start_timeout: mpinb.client.controller."""
 
 
 class LauncherError(ClusterError):

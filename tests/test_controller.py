@@ -48,10 +48,12 @@ def _listening_on(port: int) -> socket.socket:
 
 
 def _controllers_of(cluster_id: str) -> list[psutil.Process]:
+    """The controller processes of a cluster, by the id mpinb puts in their environment."""
     found = []
     for proc in psutil.process_iter():
         try:
-            if cluster_id in " ".join(proc.cmdline()) and "ipyparallel.controller" in " ".join(proc.cmdline()):
+            if (proc.environ().get("MPINB_CLUSTER_ID") == cluster_id
+                    and "ipyparallel.controller" in " ".join(proc.cmdline())):
                 found.append(proc)
         except psutil.Error:
             continue
@@ -82,6 +84,7 @@ def test_a_port_taken_before_the_controller_listens_gets_a_new_controller(monkey
     with _cluster_with_ports(pool) as cluster:
         assert [r["rank"] for r in cluster.view.apply(report)] == [0, 1]
         assert stopped == [cluster.cluster_id]
+        assert _controllers_of(cluster.cluster_id)  # what the tests below count as left running
 
 
 def test_a_port_held_by_a_connection_s_own_end_gets_a_new_controller(monkeypatch):
