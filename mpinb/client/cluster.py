@@ -80,8 +80,9 @@ class MPICluster(ClusterHealth):
         (``jax.distributed.initialize``, Gloo collectives on CPU): ``jax.process_count()`` is n,
         ``shard_map`` and ``lax`` collectives run across the ranks.
     local_devices: CPU devices per engine process (default JAX's: one).
-    start_timeout: seconds each phase of the start waits for the engines: to register, to
-        answer the ranks' check, to finish their setup (mpinb.client.preflight).
+    start_timeout: seconds each phase of the start waits: for the controller to listen on its
+        ports (mpinb.client.controller), for the engines to register, to answer the ranks'
+        check, to finish their setup (mpinb.client.preflight).
     progress: show a progress bar while the cluster starts (engines registered, phase, time).
     devices: ``"cpu"`` (default: every rank's JAX on the CPU, what mpinb's collectives move) or
         ``"per-rank"`` (each rank one local accelerator, by its rank on its host; mpinb.engine.devices).
