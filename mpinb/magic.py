@@ -130,7 +130,8 @@ def line_parser() -> _Parser:
     s.add_argument("--local-devices", type=int, default=None, metavar="K",
                    help="CPU devices per engine process (default 1)")
     s.add_argument("--start-timeout", type=float, default=120.0,
-                   help="seconds each phase of the start waits for the engines (to register, to be checked, set up)")
+                   help="seconds each phase of the start waits (the controller's ports, the engines "
+                        "registering, checked, set up)")
     s.add_argument("--devices", choices=("cpu", "per-rank"), default="cpu",
                    help="JAX on the CPU (default: what mpinb's collectives move), or one local accelerator "
                         "per rank (by its rank on its host)")
