@@ -126,6 +126,7 @@ def wait_until_listening(ipp_cluster, deadline: float) -> None:
     (time.monotonic())."""
     root = ipp_cluster.controller.process.pid
     paths = list(ipp_cluster.controller.connection_files.values())
+    named: set[int] | None = None  # once the files are whole: they do not change after
     missing: set[int] = set()
     seen: set[int] = set()
     opened, progress = -1, time.monotonic()
@@ -133,9 +134,11 @@ def wait_until_listening(ipp_cluster, deadline: float) -> None:
         tree = _tree(root)
         ended, seen = seen - {p.pid for p in tree}, seen | {p.pid for p in tree}
         listening = listening_ports(tree)
-        files = _read_files(paths)
-        if files is not None:
-            missing = set().union(*map(named_ports, files.values())) - listening
+        if named is None:
+            files = _read_files(paths)
+            named = None if files is None else set().union(*map(named_ports, files.values()))
+        if named is not None:
+            missing = named - listening
             if not missing:
                 return
             why = _why_lost(missing, root, ended)
