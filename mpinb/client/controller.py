@@ -22,6 +22,8 @@ import time
 import psutil
 
 from ..errors import ControllerError
+from .lifetime import process_entry
+from .watchdog import kill_with_group
 
 #: controllers started at most, when a process of the previous one ended before listening
 ATTEMPTS = 3
@@ -174,16 +176,18 @@ def _listed(ports: set[int]) -> str:
 
 
 def _stop(ipp_cluster) -> None:
-    """Stop a controller that cannot serve, and end whatever is left of its processes."""
+    """End a controller that cannot serve: SIGKILL to its process group (it leads one, so the
+    processes it forked go too, even those forked since the last look), then ipyparallel's stop."""
+    pid = ipp_cluster.controller.process.pid
+    entry = process_entry(pid)
     try:
-        left = _tree(ipp_cluster.controller.process.pid)
+        left = _tree(pid)
     except ControllerDied:
         left = []
-    with contextlib.suppress(Exception):  # already ending: what is left of it is killed below
+    if entry is not None:
+        kill_with_group(entry)
+    with contextlib.suppress(Exception):  # already ended: ipyparallel forgets it
         ipp_cluster.stop_controller_sync()
-    for proc in left:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
     psutil.wait_procs(left, timeout=5)  # gone before the next one starts
 
 

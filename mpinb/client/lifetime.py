@@ -18,7 +18,7 @@ import psutil
 from . import registry
 
 
-def _entry(pid: int) -> dict | None:
+def process_entry(pid: int) -> dict | None:
     """A process of the cluster as its file names it: PID, start time, process group."""
     try:
         proc = psutil.Process(pid)
@@ -33,7 +33,7 @@ def local_processes(ipp_cluster) -> list[dict]:
     launchers = [getattr(es, "process", None) for es in getattr(ipp_cluster, "engines", {}).values()]
     controller = getattr(getattr(ipp_cluster, "controller", None), "process", None)
     pids = [p.pid for p in [*launchers, controller] if isinstance(p, psutil.Process)]
-    return [e for e in map(_entry, pids) if e is not None]
+    return [e for e in map(process_entry, pids) if e is not None]
 
 
 #: MPICluster's arguments that attach makes a cluster again from
@@ -80,7 +80,7 @@ def register(cluster, ipp_cluster) -> subprocess.Popen:
     with log:
         watchdog = subprocess.Popen([sys.executable, "-m", "mpinb.client.watchdog", cluster.cluster_id],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-    registry.update(cluster.cluster_id, watchdog=_entry(watchdog.pid))
+    registry.update(cluster.cluster_id, watchdog=process_entry(watchdog.pid))
     return watchdog
 
 

@@ -44,6 +44,19 @@ def same_process(entry: dict) -> psutil.Process | None:
         return None
 
 
+def kill_with_group(entry: dict) -> None:
+    """SIGKILL to the process an entry ({pid, started, pgid}) names, if it still runs, and to its
+    whole process group when it leads one (what it forked, even what would outlive it)."""
+    proc = same_process(entry)
+    if proc is None:
+        return
+    if entry.get("pgid") == entry["pid"]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(entry["pid"], signal.SIGKILL)
+    with contextlib.suppress(psutil.Error):
+        proc.kill()
+
+
 def end_cluster(record: dict) -> None:
     """End every process the cluster started, remove its files (see the module)."""
     job = record.get("slurm_job_name")
@@ -54,13 +67,7 @@ def end_cluster(record: dict) -> None:
             with contextlib.suppress(OSError, subprocess.SubprocessError):
                 subprocess.run(["scancel", "--signal=KILL", listed], capture_output=True, timeout=30, check=False)
     for entry in record.get("processes", []):  # the MPI launcher, then the controller
-        proc = same_process(entry)
-        if proc is not None:
-            if entry.get("pgid") == entry["pid"]:  # the leader of its own group: the whole group
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(entry["pid"], signal.SIGKILL)
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
+        kill_with_group(entry)
     for path in record.get("files", []):
         for found in glob.glob(path):
             with contextlib.suppress(OSError):
