@@ -1,7 +1,8 @@
 """A large collective in each way programs call it, in one run: mean, median and worst per call
 of raw mpi4py (the baseline of each pattern, same run), mpinb called in a jitted function and
-eagerly, and mpi4jax (jitted) when it is importable, beside a memory copy of the same size (the
-physical floor, copied in the step loop), for each pattern:
+eagerly, and mpi4jax (jitted) when it is importable, beside benchmarks/step_loop.py's two floors
+(a memory copy of the same size, the physical one, in the step loop; raw mpi4py followed by a
+jitted ``x + 1`` on 16 bytes, JAX's floor, in the burst and the step loop), for each pattern:
 
 - **first call**: a column's first call on an operand of a shape it has not seen before, so
   compiling included for the JAX columns (``--firsts`` new shapes each);
@@ -53,27 +54,33 @@ def first_calls(op: str, shape: tuple, firsts: int) -> dict:
     return times
 
 
-def bursts(calls: dict, shape: tuple, rounds: int, burst: int, rng) -> dict:
-    """{column: [seconds per call]} over ``rounds`` bursts of ``burst`` calls each."""
+def bursts(calls: dict, after: dict, shape: tuple, rounds: int, burst: int, rng) -> dict:
+    """{column or floor: [seconds per call]} over ``rounds`` bursts of ``burst`` calls each: the
+    columns ``calls`` taking turns, then the floors ``after`` in order, each round."""
     field = jnp.ones(shape, jnp.float32)
-    for call in calls.values():  # compiled first: compiling is the first call's pattern
+    for call in [*calls.values(), *after.values()]:  # compiled first: compiling is the first call's pattern
         call(field)
-    times = {name: [] for name in calls}
+    times = {name: [] for name in [*calls, *after]}
     for i in range(rounds):
         field = step_loop.step(field)
         others = step_loop.junk(rng)
-        for name in step_loop.rotated(list(calls), i):
-            mine = np.empty(burst)
-            COMM.Barrier()
-            for k in range(burst):
-                t0 = time.perf_counter()
-                calls[name](field)
-                mine[k] = time.perf_counter() - t0
-            slowest = np.empty(burst)
-            COMM.Allreduce(mine, slowest, op=MPI.MAX)
-            times[name].extend(slowest.tolist())
+        for name in step_loop.rotated(list(calls), i) + list(after):
+            times[name].extend(_burst(calls.get(name) or after[name], field, burst))
         del others
     return times
+
+
+def _burst(call, field, burst: int) -> list:
+    """Seconds of each of ``burst`` calls back to back, the slowest rank's."""
+    mine = np.empty(burst)
+    COMM.Barrier()
+    for k in range(burst):
+        t0 = time.perf_counter()
+        call(field)
+        mine[k] = time.perf_counter() - t0
+    slowest = np.empty(burst)
+    COMM.Allreduce(mine, slowest, op=MPI.MAX)
+    return slowest.tolist()
 
 
 def loops(op: str, shape: tuple, rounds: int, iterations: int, rng) -> dict:
@@ -133,13 +140,13 @@ def main() -> None:
         for mib in (float(m) for m in args.mib.split(",")):
             shape = step_loop.shape_of(mib)
             rows += rows_of(op, mib, "first call", first_calls(op, shape, args.firsts))
-            rows += rows_of(op, mib, f"burst of {args.burst}", bursts(_calls(op), shape, args.bursts, args.burst, rng))
-            steps, copies = step_loop.step_loop(_calls(op), shape, args.steps, rng)
-            rows += rows_of(op, mib, "step loop", steps)
+            jax_floor = {name: call for name, call in step_loop.floors(op).items()
+                         if name == step_loop.FLOOR_NAMES["jax"]}
+            rows += rows_of(op, mib, f"burst of {args.burst}",
+                            bursts(_calls(op), jax_floor, shape, args.bursts, args.burst, rng))
+            rows += rows_of(op, mib, "step loop", step_loop.step_loop(_calls(op), step_loop.floors(op), shape,
+                                                                    args.steps, rng))
             rows += rows_of(op, mib, "fori_loop, per iteration", loops(op, shape, args.loops, args.iterations, rng))
-            base = statistics.fmean(steps[step_loop.COLUMN_KEYS["raw"]])
-            rows.append((op, mib, "step loop", "memory copy (floor)", statistics.fmean(copies),
-                         statistics.median(copies), max(copies), statistics.fmean(copies) / base))
     if COMM.Get_rank() == 0:
         print(f"\n{COMM.Get_size()} ranks, per call in ms (mean / median / worst), ratio of means to raw's in "
               "the same pattern\n")

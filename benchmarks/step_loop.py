@@ -4,11 +4,14 @@ worst per call (a tuning that wins the median of a tight repeat can lose the mea
 raw mpi4py on the step's NumPy view with a fresh result buffer each step (the baseline, same
 run), mpinb, and mpi4jax when it is importable, each called in a jitted function of its own and
 (mpinb; mpi4jax only with --columns mpi4jax_eager) eagerly, outside jit, as a notebook cell does;
-and two floors: a memory copy of the same size
-(the physical one) and a jitted call that does nothing but add 1 to 16 bytes (JAX's dispatch,
-which any jitted call pays and raw mpi4py does not). One more row, for context only: raw
-mpi4py with its result handed back to JAX (``jax.device_put``), as a JAX program that calls
-mpi4py between its jitted steps must do before the next step.
+a jitted call that does nothing but add 1 to 16 bytes (JAX's dispatch, which any jitted call
+pays and raw mpi4py does not); and two floors, measured after the columns' turns each step: a
+memory copy of the same size (the physical one) and raw mpi4py followed by that jitted call
+(JAX's floor: what a collective called through JAX pays at least, the transfer and one
+dispatch, after the transfer has pushed the dispatch's code and data out of the core's cache).
+One more row, for context only: raw mpi4py with its result handed back to JAX
+(``jax.device_put``), as a JAX program that calls mpi4py between its jitted steps must do
+before the next step.
 
     mpiexec -n 2 python benchmarks/step_loop.py [--mib 1,16] [--steps 80] [--ops alltoall,allreduce]
     MPINB_HUGE_PAGES=0 mpiexec -n 2 python benchmarks/step_loop.py   # the huge-page tuning off
@@ -139,24 +142,37 @@ def rotated(names: list, i: int) -> list:
     return names[i % len(names):] + names[:i % len(names)]
 
 
-def step_loop(calls: dict, shape: tuple, steps: int, rng) -> tuple[dict, list]:
-    """The loop: ({column: [seconds per call]}, [seconds per memory copy of the field]). Each
-    column is compiled before the loop, on other memory."""
+def floors(op: str) -> dict:
+    """name -> function(field): the floors, measured after the columns each step or round, not
+    taking turns with them (the JAX floor calls raw mpi4py: going just before raw's turn, it
+    would warm raw's code and data and flatter the baseline)."""
+    raw = columns(op)["raw"]
+    tiny = jnp.ones(4, jnp.float32)
+    add_one = jax.jit(lambda x: x + 1)
+    return {FLOOR_NAMES["copy"]: lambda f: np.asarray(f).copy(),
+            FLOOR_NAMES["jax"]: lambda f: (raw(f), add_one(tiny).block_until_ready())}
+
+
+#: the floors' names in the tables
+FLOOR_NAMES = {"copy": "memory copy (floor)", "jax": "raw mpi4py, then a jitted x + 1 on 16 B (JAX's floor)"}
+
+
+def step_loop(calls: dict, after: dict, shape: tuple, steps: int, rng) -> dict:
+    """The loop: {column or floor: [seconds per call]}, the columns ``calls`` taking turns, then
+    the floors ``after`` in order, each step. Each is compiled before the loop, on other memory."""
     field = jnp.ones(shape, jnp.float32)
-    for call in calls.values():
+    for call in [*calls.values(), *after.values()]:
         call(jnp.zeros(shape, jnp.float32))
-    times = {name: [] for name in calls}
-    copies = []
+    times = {name: [] for name in [*calls, *after]}
     names = list(calls)
     for i in range(steps):
         field = step(field)
         others = junk(rng)
-        for name in rotated(names, i):
-            times[name].append(timed(lambda call=calls[name], field=field: call(field)))
-        source = np.asarray(field)
-        copies.append(timed(lambda source=source: source.copy()))
+        for name in rotated(names, i) + list(after):
+            call = calls.get(name) or after[name]
+            times[name].append(timed(lambda call=call, field=field: call(field)))
         del others
-    return times, copies
+    return times
 
 
 def main() -> None:
@@ -168,7 +184,8 @@ def main() -> None:
                     help=f"which columns take turns, of {','.join(COLUMN_KEYS)} (default: all but "
                          "mpi4jax_eager, the mpi4jax ones where it is importable; raw is always one: the "
                          "baseline). Each column's calls leave the caches colder for the next one's: with "
-                         "fewer columns, every call finds more of its code and data cached")
+                         "fewer columns, every call finds more of its code and data cached. The two floors "
+                         "are always measured, after the columns")
     args = ap.parse_args()
     wanted = set(DEFAULT_COLUMNS if args.columns is None else _keys(args.columns)) | {"raw"}
     if args.columns and wanted & {"mpi4jax", "mpi4jax_eager"} and mpi4jax is None:
@@ -180,13 +197,11 @@ def main() -> None:
         for mib in (float(m) for m in args.mib.split(",")):
             shape = shape_of(mib)
             calls = {COLUMN_KEYS[key]: call for key, call in columns(op).items() if key in wanted}
-            times, copies = step_loop(calls, shape, args.steps, rng)
+            times = step_loop(calls, floors(op), shape, args.steps, rng)
             base = statistics.fmean(times[COLUMN_KEYS["raw"]])
             for name, t in times.items():
                 rows.append((op, mib, name, statistics.fmean(t), statistics.median(t), max(t),
                              statistics.fmean(t) / base))
-            rows.append((op, mib, "memory copy (floor)", statistics.fmean(copies), statistics.median(copies),
-                         max(copies), statistics.fmean(copies) / base))
     if rank == 0:
         print(f"\n{size} ranks, {args.steps} steps, per call in ms (mean / median / worst), ratio of means to raw\n")
         print("| op | MiB | column | mean | median | worst | mean / raw |")

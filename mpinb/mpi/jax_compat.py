@@ -238,12 +238,22 @@ _CALLBACK_FILES = tuple(os.path.join("jax", "_src", name) for name in ("callback
                                                                        "buffer_callback.py"))
 
 
+#: source files known not to be one of _CALLBACK_FILES: every eager collective walks its whole
+#: stack (deep in a notebook's kernel), and one dictionary lookup per frame costs less than
+#: matching each file name against the three suffixes again
+_NOT_CALLBACK_FILES: dict[str, bool] = {}
+
+
 def host_callback_frame():
     """The frame of JAX's host-callback machinery this thread is running inside, or None."""
     frame = sys._getframe(1)
+    known = _NOT_CALLBACK_FILES.get
     while frame is not None:
-        if frame.f_code.co_filename.endswith(_CALLBACK_FILES):
-            return frame
+        file_name = frame.f_code.co_filename
+        if known(file_name) is None:
+            if file_name.endswith(_CALLBACK_FILES):
+                return frame
+            _NOT_CALLBACK_FILES[file_name] = True
         frame = frame.f_back
     return None
 

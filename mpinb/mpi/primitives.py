@@ -159,15 +159,22 @@ class Collective(Primitive):
     def __init__(self, name: str, op: str):
         super().__init__(name)
         self.op = op
+        #: (params, computation) of the last eager call: a loop calls with the same parameters,
+        #: the same objects (mpinb.mpi.validation keeps the default communicator's), which compare
+        #: equal without hashing them for the cache
+        self._last_eager: tuple = ({}, None)
 
     def bind(self, *args, **params):
         if not at_top_level():
             return super().bind(*args, **params)
         refuse_inside_host_callback(self.op)
-        try:
-            run = _eager_computation(self, tuple(params.items()))
-        except TypeError:  # a parameter that cannot be a cache key: JAX's own path
-            return super().bind(*args, **params)
+        last_params, run = self._last_eager
+        if run is None or last_params != params:
+            try:
+                run = _eager_computation(self, tuple(params.items()))
+            except TypeError:  # a parameter that cannot be a cache key: JAX's own path
+                return super().bind(*args, **params)
+            self._last_eager = (params, run)
         return run(*args)
 
 

@@ -144,7 +144,7 @@ def resolve_op(opname: str, op, dtype) -> OpRef:
 
 def as_array(op: str, x, label: str = "x"):
     if isinstance(x, jax.Array):  # the usual case, first: a JAX array or a traced value
-        return _supported(op, x, label)
+        return x if x.dtype in SUPPORTED_DTYPES else _supported(op, x, label)
     if isinstance(x, (str, bytes)) or x is None:
         raise TypeError(f"{op}: {label} must be an array or scalar, got {type(x).__name__}")
     if isinstance(x, dict) or (not isinstance(x, (list, tuple)) and not jax.tree_util.treedef_is_leaf(
