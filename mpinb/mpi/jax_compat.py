@@ -253,6 +253,8 @@ def host_callback_frame():
         if known(file_name) is None:
             if file_name.endswith(_CALLBACK_FILES):
                 return frame
+            if len(_NOT_CALLBACK_FILES) >= 4096:  # a notebook names each cell's code anew: bounded
+                _NOT_CALLBACK_FILES.clear()
             _NOT_CALLBACK_FILES[file_name] = True
         frame = frame.f_back
     return None
