@@ -32,7 +32,7 @@ releases, so it is named once, with what it is for:
 - ``at_top_level`` (``core.trace_ctx.is_top_level``): whether a collective is called eagerly,
   which mpinb/mpi/primitives.py then runs without JAX's ``bind``, folding off as JAX's does.
 - ``lower_every_primitive_in_place`` (``mlir._uncacheable_primitives``, the rule tables),
-  ``user_line`` (``source_info_util.user_frames``), ``host_callback_frame`` (the files of JAX's
+  ``user_line`` (``source_info_util.user_frames``), ``CALLBACK_FILES`` (the files of JAX's
   host callbacks): ordering.py's rule for every construct.
 
 Which JAX releases: mpinb/mpi/jax_versions.py. An internal a JAX no longer has is an
@@ -48,7 +48,6 @@ import importlib
 import inspect
 import os
 import re
-import sys
 
 import jax
 
@@ -112,6 +111,7 @@ except ImportError:  # JAX 0.4.3x
     _ffi_internal = None
 
 __all__ = [
+    "CALLBACK_FILES",
     "ClosedJaxpr",
     "Jaxpr",
     "Primitive",
@@ -129,7 +129,6 @@ __all__ = [
     "dce_rule",
     "eager_constant_folding",
     "ffi",
-    "host_callback_frame",
     "inline_closed_jaxpr",
     "ir",
     "ir_attribute",
@@ -233,31 +232,9 @@ def lower_every_primitive_in_place() -> None:
 
 
 #: JAX's modules that call a host callback's Python function (pure_callback, io_callback,
-#: debug.callback, buffer_callback)
-_CALLBACK_FILES = tuple(os.path.join("jax", "_src", name) for name in ("callback.py", "debugging.py",
-                                                                       "buffer_callback.py"))
-
-
-#: source files known not to be one of _CALLBACK_FILES: every eager collective walks its whole
-#: stack (deep in a notebook's kernel), and one dictionary lookup per frame costs less than
-#: matching each file name against the three suffixes again
-_NOT_CALLBACK_FILES: dict[str, bool] = {}
-
-
-def host_callback_frame():
-    """The frame of JAX's host-callback machinery this thread is running inside, or None."""
-    frame = sys._getframe(1)
-    known = _NOT_CALLBACK_FILES.get
-    while frame is not None:
-        file_name = frame.f_code.co_filename
-        if known(file_name) is None:
-            if file_name.endswith(_CALLBACK_FILES):
-                return frame
-            if len(_NOT_CALLBACK_FILES) >= 4096:  # a notebook names each cell's code anew: bounded
-                _NOT_CALLBACK_FILES.clear()
-            _NOT_CALLBACK_FILES[file_name] = True
-        frame = frame.f_back
-    return None
+#: debug.callback, buffer_callback): a collective with one of them on its stack is refused
+CALLBACK_FILES = tuple(os.path.join("jax", "_src", name) for name in ("callback.py", "debugging.py",
+                                                                      "buffer_callback.py"))
 
 
 def user_line(ctx: mlir.LoweringRuleContext, own_package: str) -> str:

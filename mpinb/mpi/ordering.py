@@ -34,11 +34,13 @@ swap. No JAX effect is declared, so jitted calls keep JAX's C++ fast dispatch pa
 from __future__ import annotations
 
 import os
+import sys
 import weakref
 
 import numpy as np
 
 from .jax_compat import (
+    CALLBACK_FILES,
     ClosedJaxpr,
     Jaxpr,
     Primitive,
@@ -46,7 +48,6 @@ from .jax_compat import (
     block_function_name,
     block_owner,
     dce_rule,
-    host_callback_frame,
     inline_closed_jaxpr,
     ir,
     lower_every_primitive_in_place,
@@ -99,6 +100,28 @@ def take_order(ctx: mlir.LoweringRuleContext, op_name: str = "collective") -> ir
         f"mpinb: {op_name} on rank {MPI.COMM_WORLD.Get_rank()}{f' at {line}' if line else ''} is inside {where}: "
         "mpinb cannot order it against the other collectives there, so it refuses rather than risk a swapped "
         "message or a hang; call the collective outside that construct")
+
+
+#: source files known not to be one of CALLBACK_FILES: every eager collective walks its whole
+#: stack (deep in a notebook's kernel), and one dictionary lookup per frame costs less than
+#: matching each file name against the suffixes again
+_NOT_CALLBACK_FILES: dict[str, bool] = {}
+
+
+def host_callback_frame():
+    """The frame of JAX's host-callback machinery this thread is running inside, or None."""
+    frame = sys._getframe(1)
+    known = _NOT_CALLBACK_FILES.get
+    while frame is not None:
+        file_name = frame.f_code.co_filename
+        if known(file_name) is None:
+            if file_name.endswith(CALLBACK_FILES):
+                return frame
+            if len(_NOT_CALLBACK_FILES) >= 4096:  # a notebook names each cell's code anew: bounded
+                _NOT_CALLBACK_FILES.clear()
+            _NOT_CALLBACK_FILES[file_name] = True
+        frame = frame.f_back
+    return None
 
 
 def refuse_inside_host_callback(op_name: str) -> None:
