@@ -66,8 +66,9 @@ def test_the_end_of_a_cell_waits_for_the_work_it_queued():
     """XLA's CPU client runs a process's computations in the order they were dispatched: the
     fence dispatched last (mpinb.engine.settle) is done only once a long computation queued
     before it has run, and JAX had returned from that computation before XLA ran it. The
-    computation's result may say it is ready a moment after the fence does (XLA's worker marks
-    it after waking what waited on its end, the fence among them; seen once with a busy core):
+    computation's result may say it is ready a moment after the fence does (in XLA's CPU client
+    both wait on the computation's end, and the fence's wait can be woken first; seen once with a
+    busy core):
     it must within a quarter of the computation's own time, where without the fence's order it
     would still have all of that time to run."""
     slow = jax.jit(lambda x: jax.lax.fori_loop(0, 2000, lambda i, a: jnp.tanh(a @ a), x))
