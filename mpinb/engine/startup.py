@@ -19,6 +19,7 @@ import time
 from ..wire.status import fault_path, status_message
 from . import devices as devices_module
 from . import jax_processes, mpi_watch, settle, stall, withdraw
+from .code import execute_code
 from .hlo_capture import forget_hlo_modules
 from .state import STATE
 
@@ -81,7 +82,9 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
     if jax_distributed:
         jax_processes.initialize(MPI.COMM_WORLD)
     import mpinb.mpi  # registers the collective library
+    from mpinb.mpi import ordering
 
+    ordering.end_walks_at(execute_code)  # a cell's eager collectives look for a host callback down to it
     mpinb.mpi.set_checked(checked)
     mpinb.mpi.default_comm()  # clone COMM_WORLD now, on every rank, not inside some later cell
     unlinked = _unlink_mpi_shared_memory()

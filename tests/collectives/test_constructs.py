@@ -40,6 +40,7 @@ from mpi4py import MPI
 from test_nested_order import WRAPPERS
 
 from mpinb import mpi
+from mpinb.mpi import ordering
 from mpinb.mpi.jax_compat import ClosedJaxpr, Jaxpr, Primitive, ad, mlir
 
 # --------------------------------------------------------------------------- JAX's registry
@@ -299,3 +300,32 @@ def test_the_refused_construct_is_refused_with_op_rank_line_and_construct(world,
     # nothing was exchanged: the library is in step on every rank afterwards
     assert int(mpi.allreduce(jnp.int32(1), op=MPI.SUM)) == size
     del info
+
+
+# ------------------------------------------------------- the host-callback check's walk end
+
+def _cell_runner(run):
+    """Stands for the engine's cell runner (mpinb.engine.code.execute_code): a walk end."""
+    return run()
+
+
+ordering.end_walks_at(_cell_runner)
+
+
+def test_a_host_callback_above_a_walk_end_is_still_refused(world):
+    rank, size = world
+    with pytest.raises(Exception, match=rf"mpinb: allreduce on rank {rank} at .* is called inside a host callback"):
+        _cell_runner(lambda: jax.block_until_ready(jax.jit(_pure_callback)(jnp.arange(4.0) + rank)))
+    assert int(mpi.allreduce(jnp.int32(1), op=MPI.SUM)) == size  # nothing was exchanged
+
+
+def test_the_walk_for_a_host_callback_stops_at_a_walk_end():
+    """Inside a callback the walk finds JAX's machinery, unless a walk end lies between: what is
+    below a walk end is not looked at (the check can fail: it is the only way to tell)."""
+    def seen(_v):
+        return np.array([ordering.host_callback_frame() is not None,
+                         _cell_runner(ordering.host_callback_frame) is not None])
+
+    shape = jax.ShapeDtypeStruct((2,), np.bool_)
+    found = jax.block_until_ready(jax.jit(lambda x: jax.pure_callback(seen, shape, x))(jnp.zeros(1)))
+    assert found.tolist() == [True, False]
