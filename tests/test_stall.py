@@ -68,9 +68,8 @@ def test_the_end_of_a_cell_waits_for_the_work_it_queued():
     before it has run, and JAX had returned from that computation before XLA ran it. The
     computation's result may say it is ready a moment after the fence does (in XLA's CPU client
     both wait on the computation's end, and the fence's wait can be woken first; seen once with a
-    busy core):
-    it must within a quarter of the computation's own time, where without the fence's order it
-    would still have all of that time to run."""
+    busy core). It must say so within a quarter of the computation's own time: without the
+    fence's order, all of that time would still be ahead of it."""
     slow = jax.jit(lambda x: jax.lax.fori_loop(0, 2000, lambda i, a: jnp.tanh(a @ a), x))
     x = jnp.full((300, 300), 1e-3, jnp.float32)
     slow(x).block_until_ready()  # compiled, as the fence is below
