@@ -140,12 +140,11 @@ def main() -> None:
         for mib in (float(m) for m in args.mib.split(",")):
             shape = step_loop.shape_of(mib)
             rows += rows_of(op, mib, "first call", first_calls(op, shape, args.firsts))
-            jax_floor = {name: call for name, call in step_loop.floors(op).items()
-                         if name == step_loop.FLOOR_NAMES["jax"]}
+            floors = step_loop.floors(op)
+            jax_floor = {name: floors[name] for name in [step_loop.FLOOR_NAMES["jax"]]}
             rows += rows_of(op, mib, f"burst of {args.burst}",
                             bursts(_calls(op), jax_floor, shape, args.bursts, args.burst, rng))
-            rows += rows_of(op, mib, "step loop", step_loop.step_loop(_calls(op), step_loop.floors(op), shape,
-                                                                    args.steps, rng))
+            rows += rows_of(op, mib, "step loop", step_loop.step_loop(_calls(op), floors, shape, args.steps, rng))
             rows += rows_of(op, mib, "fori_loop, per iteration", loops(op, shape, args.loops, args.iterations, rng))
     if COMM.Get_rank() == 0:
         print(f"\n{COMM.Get_size()} ranks, per call in ms (mean / median / worst), ratio of means to raw's in "

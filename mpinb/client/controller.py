@@ -134,7 +134,8 @@ def wait_until_listening(ipp_cluster, deadline: float) -> None:
     opened, progress = -1, time.monotonic()
     while True:
         tree = _tree(root)
-        ended, seen = seen - {p.pid for p in tree}, seen | {p.pid for p in tree}
+        now = {p.pid for p in tree}
+        ended, seen = seen - now, seen | now
         listening = listening_ports(tree)
         if named is None:
             files = _read_files(paths)
