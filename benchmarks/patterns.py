@@ -2,22 +2,25 @@
 of raw mpi4py (the baseline of each pattern, same run), mpinb called in a jitted function and
 eagerly, and mpi4jax (jitted) when it is importable, beside benchmarks/step_loop.py's two floors
 (a memory copy of the same size, the physical one, in the step loop; raw mpi4py followed by a
-jitted ``x + 1`` on 16 bytes, JAX's floor, in the burst and the step loop), for each pattern:
+jitted ``x + 1`` on 16 bytes, JAX's floor, in the burst and the step loop), each measured as a
+column, for each pattern:
 
 - **first call**: a column's first call on an operand of a shape it has not seen before, so
   compiling included for the JAX columns (``--firsts`` new shapes each);
 - **burst**: ``--burst`` calls back to back on one operand, each timed, after a jitted step and
-  other arrays coming and going (``--bursts`` rounds);
-- **step loop**: benchmarks/step_loop.py's loop, one call per step (``--steps``);
+  other arrays coming and going (``--bursts`` of each column);
+- **step loop**: benchmarks/step_loop.py's loop, one call per step (``--steps`` of each column);
 - **fori_loop**: the collective alone as the body of a jitted ``lax.fori_loop`` of
-  ``--iterations``, each result the next operand, per iteration (``--loops`` rounds; a round's
-  mean is one sample); raw mpi4py makes the same number of calls in a Python loop, ping-ponging
-  two preallocated buffers, out of place, where mpinb's loop body runs in place (README, "In
-  place"). An eager call has no such pattern.
+  ``--iterations``, each result the next operand, per iteration (``--loops`` runs of each
+  column; a run's mean is one sample); raw mpi4py makes the same number of calls in a Python
+  loop, ping-ponging two preallocated buffers, out of place, where mpinb's loop body runs in
+  place (README, "In place"). An eager call has no such pattern.
 
     mpiexec -n 2 python benchmarks/patterns.py [--mib 1,16] [--ops alltoall,allreduce]
 
-The columns take turns going first from round to round; the time of a call is the slowest
+Except for first calls (where the columns take turns going first, each shape new to all), each
+round runs one column's calls, the columns and floors in turn, in a new order each round
+(step_loop.in_turn): no call follows another column's. The time of a call is the slowest
 rank's. Two ranks on two cores is the intended setting.
 """
 
@@ -54,18 +57,18 @@ def first_calls(op: str, shape: tuple, firsts: int) -> dict:
     return times
 
 
-def bursts(calls: dict, after: dict, shape: tuple, rounds: int, burst: int, rng) -> dict:
-    """{column or floor: [seconds per call]} over ``rounds`` bursts of ``burst`` calls each: the
-    columns ``calls`` taking turns, then the floors ``after`` in order, each round."""
+def bursts(calls: dict, shape: tuple, rounds: int, burst: int, rng) -> dict:
+    """{column: [seconds per call]} over ``rounds`` bursts of ``burst`` calls of each of
+    ``calls`` (columns or floors), one column's burst a round, in turn, after a jitted step and
+    other arrays coming and going."""
     field = jnp.ones(shape, jnp.float32)
-    for call in [*calls.values(), *after.values()]:  # compiled first: compiling is the first call's pattern
+    for call in calls.values():  # compiled first: compiling is the first call's pattern
         call(field)
-    times = {name: [] for name in [*calls, *after]}
-    for i in range(rounds):
+    times = {name: [] for name in calls}
+    for name in step_loop.in_turn(list(calls), rounds):
         field = step_loop.step(field)
         others = step_loop.junk(rng)
-        for name in step_loop.rotated(list(calls), i) + list(after):
-            times[name].extend(_burst(calls.get(name) or after[name], field, burst))
+        times[name].extend(_burst(calls[name], field, burst))
         del others
     return times
 
@@ -103,10 +106,9 @@ def loops(op: str, shape: tuple, rounds: int, iterations: int, rng) -> dict:
     calls = {raw_name: raw_loop, **{name: (lambda fn=fn: fn(field).block_until_ready())
                                      for name, fn in compiled.items()}}
     times = {name: [] for name in calls}
-    for i in range(rounds):
+    for name in step_loop.in_turn(list(calls), rounds):
         others = step_loop.junk(rng)
-        for name in step_loop.rotated(list(calls), i):
-            times[name].append(step_loop.timed(calls[name]) / iterations)
+        times[name].append(step_loop.timed(calls[name]) / iterations)
         del others
     return times
 
@@ -128,10 +130,10 @@ def main() -> None:
     ap.add_argument("--ops", default="alltoall,allreduce")
     ap.add_argument("--firsts", type=int, default=4, help="new shapes per column for the first call (each "
                     "column goes first once in four)")
-    ap.add_argument("--bursts", type=int, default=60, help="rounds of bursts")
+    ap.add_argument("--bursts", type=int, default=60, help="bursts of each column (a column a round)")
     ap.add_argument("--burst", type=int, default=4, help="calls per burst")
-    ap.add_argument("--steps", type=int, default=300, help="steps of the step loop")
-    ap.add_argument("--loops", type=int, default=30, help="rounds of the fori_loop")
+    ap.add_argument("--steps", type=int, default=300, help="steps of each column in the step loop (a column a step)")
+    ap.add_argument("--loops", type=int, default=30, help="runs of each column's fori_loop (a column a round)")
     ap.add_argument("--iterations", type=int, default=8, help="iterations of each fori_loop")
     args = ap.parse_args()
     rng = np.random.default_rng(COMM.Get_rank())
@@ -143,8 +145,8 @@ def main() -> None:
             floors = step_loop.floors(op)
             jax_floor = {name: floors[name] for name in [step_loop.FLOOR_NAMES["jax"]]}
             rows += rows_of(op, mib, f"burst of {args.burst}",
-                            bursts(_calls(op), jax_floor, shape, args.bursts, args.burst, rng))
-            rows += rows_of(op, mib, "step loop", step_loop.step_loop(_calls(op), floors, shape, args.steps, rng))
+                            bursts({**_calls(op), **jax_floor}, shape, args.bursts, args.burst, rng))
+            rows += rows_of(op, mib, "step loop", step_loop.step_loop({**_calls(op), **floors}, shape, args.steps, rng))
             rows += rows_of(op, mib, "fori_loop, per iteration", loops(op, shape, args.loops, args.iterations, rng))
     if COMM.Get_rank() == 0:
         print(f"\n{COMM.Get_size()} ranks, per call in ms (mean / median / worst), ratio of means to raw's in "

@@ -5,23 +5,25 @@ raw mpi4py on the step's NumPy view with a fresh result buffer each step (the ba
 run), mpinb, and mpi4jax when it is importable, each called in a jitted function of its own and
 (mpinb; mpi4jax only with --columns mpi4jax_eager) eagerly, outside jit, as a notebook cell does;
 a jitted call that does nothing but add 1 to 16 bytes (JAX's dispatch, which any jitted call
-pays and raw mpi4py does not); and two floors, measured after the columns' turns each step: a
-memory copy of the same size (the physical one) and raw mpi4py followed by that jitted call
-(JAX's floor: what a collective called through JAX pays at least, the transfer and one
-dispatch, after the transfer has pushed the dispatch's code and data out of the core's cache).
-One more row, for context only: raw mpi4py with its result handed back to JAX
-(``jax.device_put``), as a JAX program that calls mpi4py between its jitted steps must do
-before the next step.
+pays and raw mpi4py does not); and two floors: a memory copy of the same size (the physical one)
+and raw mpi4py followed by that jitted call (JAX's floor: what a collective called through JAX
+pays at least, the transfer and one dispatch, after the transfer has pushed the dispatch's code
+and data out of the core's cache). One more row, for context only: raw mpi4py with its result
+handed back to JAX (``jax.device_put``), as a JAX program that calls mpi4py between its jitted
+steps must do before the next step.
 
     mpiexec -n 2 python benchmarks/step_loop.py [--mib 1,16] [--steps 80] [--ops alltoall,allreduce]
-    MPINB_HUGE_PAGES=0 mpiexec -n 2 python benchmarks/step_loop.py   # the huge-page tuning off
-    mpiexec -n 2 python benchmarks/step_loop.py --columns raw,mpinb   # only these two take turns
+    MPINB_HUGE_PAGES=1 mpiexec -n 2 python benchmarks/step_loop.py   # the huge-page tuning on (off by default)
+    mpiexec -n 2 python benchmarks/step_loop.py --columns raw,mpinb   # only these two (and the floors) take the steps
 
 Each step: the field is updated by a jitted function, 1-8 MiB NumPy arrays are made and dropped,
-then each column's call runs in turn on that step's field (barrier first; the time of a call is
-the slowest rank's), the order rotating from step to step: a call right after another on the
-same field finds it in cache. Each column is compiled before the loop, on other memory; its first call
-in the loop, on new memory, is counted: a program pays it too.
+then one column's call runs on that step's field (barrier first; the time of a call is the
+slowest rank's), the columns and floors taking the steps in turn, in a new order each round
+(``in_turn``): every call follows the same work, never another column's call on the same field,
+which would leave it a warm cache or a cold one by the other's doing (the same code, raw mpi4py
+then a jitted ``x + 1``, read 1.43x raw taking turns right after the other columns on one field,
+1.15-1.24x measured after all of them). Each column is compiled before the loop, on other
+memory; its first call in the loop, on new memory, is counted: a program pays it too.
 """
 
 from __future__ import annotations
@@ -142,10 +144,16 @@ def rotated(names: list, i: int) -> list:
     return names[i % len(names):] + names[:i % len(names)]
 
 
+def in_turn(names: list, rounds: int) -> list:
+    """``rounds`` turns of each of ``names``, one name a turn: the columns of a loop whose every
+    step or round runs one column's calls, after the same work as the others'. Each round of
+    turns has an order of its own (the same on every rank): in a fixed order a column would
+    always follow the same other one, whose freed buffers shape the memory it gets."""
+    return [names[i] for r in range(rounds) for i in np.random.default_rng(r).permutation(len(names))]
+
+
 def floors(op: str) -> dict:
-    """name -> function(field): the floors, measured after the columns each step or round, not
-    taking turns with them (the JAX floor calls raw mpi4py: going just before raw's turn, it
-    would warm raw's code and data and flatter the baseline)."""
+    """name -> function(field): the two floors, measured as columns (they take their turns)."""
     made = columns(op)
     raw, dispatch = made["raw"], made["dispatch"]
     return {FLOOR_NAMES["copy"]: lambda f: np.asarray(f).copy(),
@@ -156,20 +164,17 @@ def floors(op: str) -> dict:
 FLOOR_NAMES = {"copy": "memory copy (floor)", "jax": "raw mpi4py, then a jitted x + 1 on 16 B (JAX's floor)"}
 
 
-def step_loop(calls: dict, after: dict, shape: tuple, steps: int, rng) -> dict:
-    """The loop: {column or floor: [seconds per call]}, the columns ``calls`` taking turns, then
-    the floors ``after`` in order, each step. Each is compiled before the loop, on other memory."""
+def step_loop(calls: dict, shape: tuple, steps: int, rng) -> dict:
+    """The loop: {column: [seconds per call]}, ``steps`` calls of each of ``calls`` (columns or
+    floors), one call a step, in turn. Each is compiled before the loop, on other memory."""
     field = jnp.ones(shape, jnp.float32)
-    for call in [*calls.values(), *after.values()]:
+    for call in calls.values():
         call(jnp.zeros(shape, jnp.float32))
-    times = {name: [] for name in [*calls, *after]}
-    names = list(calls)
-    for i in range(steps):
+    times = {name: [] for name in calls}
+    for name in in_turn(list(calls), steps):
         field = step(field)
         others = junk(rng)
-        for name in rotated(names, i) + list(after):
-            call = calls.get(name) or after[name]
-            times[name].append(timed(lambda call=call, field=field: call(field)))
+        times[name].append(timed(lambda call=calls[name], field=field: call(field)))
         del others
     return times
 
@@ -177,14 +182,12 @@ def step_loop(calls: dict, after: dict, shape: tuple, steps: int, rng) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mib", default="1,16", help="message sizes in MiB (per rank)")
-    ap.add_argument("--steps", type=int, default=80)
+    ap.add_argument("--steps", type=int, default=80, help="steps of each column (and floor): a column a step")
     ap.add_argument("--ops", default="alltoall,allreduce")
     ap.add_argument("--columns", default=None,
-                    help=f"which columns take turns, of {','.join(COLUMN_KEYS)} (default: all but "
+                    help=f"which columns take the steps in turn, of {','.join(COLUMN_KEYS)} (default: all but "
                          "mpi4jax_eager, the mpi4jax ones where it is importable; raw is always one: the "
-                         "baseline). Each column's calls leave the caches colder for the next one's: with "
-                         "fewer columns, every call finds more of its code and data cached. The two floors "
-                         "are always measured, after the columns")
+                         "baseline). The two floors are always measured, as columns of their own")
     args = ap.parse_args()
     wanted = set(DEFAULT_COLUMNS if args.columns is None else _keys(args.columns)) | {"raw"}
     if args.columns and wanted & {"mpi4jax", "mpi4jax_eager"} and mpi4jax is None:
@@ -196,13 +199,14 @@ def main() -> None:
         for mib in (float(m) for m in args.mib.split(",")):
             shape = shape_of(mib)
             calls = {COLUMN_KEYS[key]: call for key, call in columns(op).items() if key in wanted}
-            times = step_loop(calls, floors(op), shape, args.steps, rng)
+            times = step_loop({**calls, **floors(op)}, shape, args.steps, rng)
             base = statistics.fmean(times[COLUMN_KEYS["raw"]])
             for name, t in times.items():
                 rows.append((op, mib, name, statistics.fmean(t), statistics.median(t), max(t),
                              statistics.fmean(t) / base))
     if rank == 0:
-        print(f"\n{size} ranks, {args.steps} steps, per call in ms (mean / median / worst), ratio of means to raw\n")
+        print(f"\n{size} ranks, {args.steps} steps a column, per call in ms (mean / median / worst), "
+              "ratio of means to raw\n")
         print("| op | MiB | column | mean | median | worst | mean / raw |")
         print("|---|---|---|---|---|---|---|")
         for op, mib, name, mean, med, worst, ratio in rows:
