@@ -6,9 +6,10 @@ run), mpinb, and mpi4jax when it is importable, each called in a jitted function
 (mpinb; mpi4jax only with --columns mpi4jax_eager) eagerly, outside jit, as a notebook cell does;
 a jitted call that does nothing but add 1 to 16 bytes (JAX's dispatch, which any jitted call
 pays and raw mpi4py does not); and two floors: a memory copy of the same size (the physical one)
-and raw mpi4py followed by that jitted call (JAX's floor: what a collective called through JAX
-pays at least, the transfer and one dispatch, after the transfer has pushed the dispatch's code
-and data out of the core's cache). One more row, for context only: raw mpi4py with its result
+and raw mpi4py followed by that jitted call (JAX's floor: the transfer and one dispatch, after
+the transfer has pushed the dispatch's code and data out of the core's cache, about the least a
+collective called through JAX pays; one whose transfer runs inside the dispatched computation
+has no Python call of the transfer and can come in under it). One more row, for context only: raw mpi4py with its result
 handed back to JAX (``jax.device_put``), as a JAX program that calls mpi4py between its jitted
 steps must do before the next step.
 
