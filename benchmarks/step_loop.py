@@ -56,7 +56,7 @@ def timed(call) -> float:
     return COMM.allreduce(time.perf_counter() - t0, op=MPI.MAX)
 
 
-#: --columns' names for the columns (the memory copy, the floor, is always measured)
+#: --columns' names for the columns (the two floors, step_loop.floors, are always measured)
 COLUMN_KEYS = {"raw": "raw mpi4py", "mpinb": "mpinb", "mpi4jax": "mpi4jax",
                "mpinb_eager": "mpinb, called eagerly", "mpi4jax_eager": "mpi4jax, called eagerly",
                "handed": "raw mpi4py, result handed to JAX", "dispatch": "jitted x + 1 on 16 B (JAX's dispatch)"}
