@@ -20,8 +20,9 @@ column, for each pattern:
 
 Except for first calls (where the columns take turns going first, each shape new to all), each
 round runs one column's calls, the columns and floors in turn, in a new order each round
-(step_loop.in_turn): between two columns' calls, other arrays come and go (and in the burst the
-jitted step runs). The time of a call is the slowest rank's. Two ranks on two cores is the intended setting.
+(step_loop.in_turn): between two columns' calls, other arrays come and go (and, in the burst and
+the step loop, the jitted step runs). The time of a call is the slowest rank's. Two ranks on two
+cores is the intended setting.
 """
 
 from __future__ import annotations
