@@ -105,18 +105,16 @@ def take_order(ctx: mlir.LoweringRuleContext, op_name: str = "collective") -> ir
 #: source files known not to be one of CALLBACK_FILES: every eager collective walks its stack,
 #: and one dictionary lookup per frame costs less than matching each file name again
 _NOT_CALLBACK_FILES: dict[str, bool] = {}
-#: id() of the code of functions under whose frames no host callback's function can be called
-#: (end_walks_at), and that code, kept alive so that its id stays its own
-_WALK_ENDS: set[int] = set()
-_WALK_END_CODE: list = []
+#: id() -> code of the functions under whose frames no host callback's function can be called
+#: (end_walks_at); the code is kept alive so that its id stays its own
+_WALK_ENDS: dict[int, object] = {}
 
 
 def end_walks_at(function) -> None:
     """Stop looking for a host callback at ``function``'s frames: what runs below them is not
     reached from a host callback. The engine's cell runner (mpinb.engine.code.execute_code):
     in a cell, 20 of the 25 frames of an eager collective's stack are the kernel's, below it."""
-    _WALK_END_CODE.append(function.__code__)
-    _WALK_ENDS.add(id(function.__code__))
+    _WALK_ENDS[id(function.__code__)] = function.__code__
 
 
 def host_callback_frame():
