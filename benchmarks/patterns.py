@@ -144,9 +144,9 @@ def main() -> None:
             shape = step_loop.shape_of(mib)
             rows += rows_of(op, mib, "first call", first_calls(op, shape, args.firsts))
             floors = step_loop.floors(op)
-            jax_floor = {name: floors[name] for name in [step_loop.FLOOR_NAMES["jax"]]}
-            rows += rows_of(op, mib, f"burst of {args.burst}",
-                            bursts({**_calls(op), **jax_floor}, shape, args.bursts, args.burst, rng))
+            jax_floor = step_loop.FLOOR_NAMES["jax"]
+            rows += rows_of(op, mib, f"burst of {args.burst}", bursts(
+                {**_calls(op), jax_floor: floors[jax_floor]}, shape, args.bursts, args.burst, rng))
             rows += rows_of(op, mib, "step loop", step_loop.step_loop({**_calls(op), **floors}, shape, args.steps, rng))
             rows += rows_of(op, mib, "fori_loop, per iteration", loops(op, shape, args.loops, args.iterations, rng))
     if COMM.Get_rank() == 0:
