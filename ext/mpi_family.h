@@ -4,7 +4,9 @@
 #define MPINB_MPI_FAMILY_H
 #include <mpi.h>
 
-#if defined(OPEN_MPI)
+#if defined(MPI_ABI_VERSION)
+#define MPINB_MPI_FAMILY "MPI ABI"
+#elif defined(OPEN_MPI)
 #define MPINB_MPI_FAMILY "Open MPI"
 #elif defined(MPICH_VERSION) && defined(I_MPI_VERSION)
 #define MPINB_MPI_FAMILY "Intel MPI"

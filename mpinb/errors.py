@@ -11,7 +11,8 @@
     │   └── EngineSetupError  an engine raised, or did not answer in time, while the start checked or set it up
     ├── CellFailed            a rank failed, died or did not finish a %%mpijax cell
     ├── QueuedCallFreed       a call a cell queued for XLA was freed where it waited (engine side)
-    └── PullError             %mpijax pull: no such variable, not an array, too large
+    ├── PullError             %mpijax pull: no such variable, not an array, too large
+    └── MPIVariantError       (also an ImportError) no compiled variant of mpinb fits the MPI mpi4py loads
 
     JaxVersionWarning         JAX is newer than the newest series mpinb was tested with
 
@@ -112,6 +113,15 @@ class QueuedCallFreed(MpinbError):
 
 class PullError(MpinbError):
     """``%mpijax pull`` / ``MPICluster.pull``: no such variable, not an array, or too large."""
+
+
+class MPIVariantError(MpinbError, ImportError):
+    """No compiled variant of mpinb's libraries (mpinb/abitable.py) fits the MPI that mpi4py loads:
+    ``found`` (what is there), ``expected`` (what would fit) and ``fix`` (what to do) as text."""
+
+    def __init__(self, message: str, *, found: str = "", expected: str = "", fix: str = ""):
+        super().__init__(message)
+        self.found, self.expected, self.fix = found, expected, fix
 
 
 class JaxVersionWarning(UserWarning):

@@ -7,18 +7,18 @@ to it: :func:`preload` loads it (the engine's entry point, mpinb.launch.engine, 
 :func:`start` watches the calling thread (the engine's main thread, at setup) and
 :func:`inflight` reads, from any thread, the call in flight as mpinb's own collectives describe
 theirs (``mpinb.mpi.inflight``), plus the MPI function's name. Where the watch cannot be loaded
-(``MPINB_MPI_WATCH=0``, no ``MPINB_LIBMPI``, an MPI it was not built for, mpi4py imported
-first), nothing changes:
+(``MPINB_MPI_WATCH=0``, no ``MPINB_LIBMPI``, an MPI it was not built for (mpinb.abi), mpi4py
+imported first), nothing changes:
 such calls are then invisible, as before, and never part of a proven deadlock.
 """
 
 from __future__ import annotations
 
 import ctypes
-import glob
 import os
-import re
 import sys
+
+from .. import abi
 
 #: "0" turns the watch off
 WATCH_ENV = "MPINB_MPI_WATCH"
@@ -57,20 +57,11 @@ _following = False  # follow_wakes() was called: receives are withdrawable
 
 
 def library_path() -> str | None:
-    """The built watch beside this package's other extension (None if it was not built)."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    found = sorted(glob.glob(os.path.join(package, "_mpi_watch*.so")))
-    return found[0] if found else None
-
-
-def needed_soname(path: str) -> str:
-    """The libmpi soname a shared library was linked against ('' if none is named in it)."""
+    """The watch of the variant this process uses (mpinb.abi; None if none fits or it was not built)."""
     try:
-        with open(path, "rb") as fh:
-            found = re.search(rb"libmpi[a-z_]*\.so\.\d+", fh.read())
-    except OSError:
-        return ""
-    return found.group().decode() if found else ""
+        return abi.library_file(abi.chosen(), "mpi_watch")
+    except ImportError:
+        return None
 
 
 def preload() -> bool:
@@ -84,8 +75,9 @@ def preload() -> bool:
     path, libmpi = library_path(), os.environ.get(LIBMPI_ENV, "")
     if os.environ.get(WATCH_ENV, "1") == "0" or "mpi4py.MPI" in sys.modules or path is None or not libmpi:
         return False
-    soname = needed_soname(path)
-    if not soname or not os.path.basename(libmpi).startswith(soname):
+    try:
+        abi.check_fits(abi.chosen(), "mpi_watch", libmpi)
+    except ImportError:
         return False
     try:
         ctypes.CDLL(libmpi, mode=os.RTLD_LAZY | os.RTLD_LOCAL)

@@ -29,12 +29,15 @@ def package_versions() -> dict[str, str | None]:
 
 def library_status(loaded_family: str) -> str:
     """'ok', or why mpinb's compiled library cannot serve the MPI mpi4py loaded."""
+    from .. import abi
+
     try:
-        from mpinb import _ffi
+        variant = abi.chosen()
+        _ffi = abi.import_library()
     except ImportError as exc:
         return f"does not load: {exc}"
     built = _ffi.build_info()["mpi_family"]
-    if built != "unknown" and loaded_family != "unknown" and built != loaded_family:
+    if variant.families and loaded_family != "unknown" and loaded_family not in variant.families:
         return f"built for {built}, but mpi4py loaded {loaded_family}"
     return "ok"
 

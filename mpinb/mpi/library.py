@@ -1,23 +1,24 @@
 """Loading the compiled collective library once: MPI consistency checks, target registration
 and the debug log switch.
 
-The extension ``mpinb._ffi`` links against ``libmpi`` by soname and resolves it to the library
-mpi4py has already loaded, so mpi4py.MPI is always imported first. If the extension was built
-for a different MPI than the one mpi4py loaded (MPICH's ``int`` handles against Open MPI's
-pointers), every handle would be garbage: that is refused here with instructions.
+The extension ``mpinb._ffi_<abi>`` (the variant of the MPI ABI mpi4py chose: mpinb.abi) links
+against ``libmpi`` by soname and resolves it to the library mpi4py has already loaded, so
+mpi4py.MPI is always imported first. If the extension was built for a different MPI than the one
+mpi4py loaded (MPICH's ``int`` handles against Open MPI's pointers), every handle would be
+garbage: that is refused here with instructions.
 """
 
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
 import platform
-import re
 import threading
 
 from mpi4py import MPI
 
+from .. import abi
+from ..errors import MPIVariantError
 from ..launch.mpi_impl import family_of as mpi_family
 from ..launch.mpi_impl import first_line
 from .jax_versions import release
@@ -49,42 +50,26 @@ REBUILD_HINT = (
 )
 
 
-#: libmpi's soname -> the MPI family that ships it (what a built library needs, read from its file)
-SONAMES = {"libmpi.so.12": "MPICH", "libmpi.so.40": "Open MPI"}
-
-
-def needed_libmpi(path: str | None) -> str:
-    """The libmpi soname a compiled library asks for ('' when unknown): read from its file, since
-    a library that does not load cannot say it."""
-    try:
-        with open(path or "", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return ""
-    found = re.search(rb"libmpi\.so\.[0-9]+", data)
-    return found.group().decode() if found else ""
-
-
 def unloadable_message(error: str, loaded_by_mpi4py: str) -> str:
-    """Why ``mpinb._ffi`` did not load, naming both MPIs when they differ, and the fix."""
-    spec = importlib.util.find_spec("mpinb._ffi")
-    if spec is None:
-        return ("mpinb: the compiled collective library mpinb._ffi is missing: this is a source tree "
+    """Why the chosen variant's collective library did not load (its file is known to fit the
+    libmpi mpi4py loaded: mpinb.abi checked), and the fix."""
+    spec = None
+    try:
+        spec = abi.library_file(abi.chosen(), "ffi")
+    except ImportError:
+        pass
+    if spec is None and not abi.built_variants():
+        return ("mpinb: the compiled collective library is missing: this is a source tree "
                 "that was never built. Install it: pip install -e '.[mpich]' (README, Quick start).")
-    needed = needed_libmpi(spec.origin)
-    built_for = SONAMES.get(needed, "")
-    runtime = mpi_family(loaded_by_mpi4py)
-    first = first_line(loaded_by_mpi4py)
-    if built_for and runtime != "unknown" and built_for != runtime:
-        return (f"mpinb: the collective library was built against {built_for} (it needs {needed}), but "
-                f"mpi4py loaded {runtime} ({first}).\n" + REBUILD_HINT)
-    return f"mpinb: cannot load the compiled collective library {spec.origin} ({error}).\n" + REBUILD_HINT
+    return (f"mpinb: cannot load the compiled collective library {spec} ({error}) with the MPI mpi4py "
+            f"loaded ({first_line(loaded_by_mpi4py)}).\n" + REBUILD_HINT)
 
 
-def check_mpi_match(build: dict, loaded_by_ffi: str, loaded_by_mpi4py: str) -> None:
-    """Raise ImportError when the extension and mpi4py disagree on the MPI implementation."""
+def check_mpi_match(build: dict, families: tuple[str, ...], loaded_by_ffi: str, loaded_by_mpi4py: str) -> None:
+    """Raise ImportError when the extension (serving the MPI ``families``) and mpi4py disagree
+    on the MPI implementation, or two MPI libraries are loaded."""
     runtime = mpi_family(loaded_by_mpi4py)
-    if build["mpi_family"] != "unknown" and runtime != "unknown" and build["mpi_family"] != runtime:
+    if families and runtime != "unknown" and runtime not in families:
         first = first_line(loaded_by_mpi4py)
         raise ImportError(
             f"mpinb: the collective library was built against {build['mpi_family']} "
@@ -144,10 +129,13 @@ def load():
         if _ffi is not None:
             return _ffi
         try:
-            from mpinb import _ffi as ext
+            ext = abi.import_library()
+        except MPIVariantError:
+            raise
         except ImportError as exc:
             raise ImportError(unloadable_message(str(exc), MPI.Get_library_version())) from exc
-        check_mpi_match(ext.build_info(), ext.loaded_library_version(), MPI.Get_library_version())
+        check_mpi_match(ext.build_info(), abi.chosen().families, ext.loaded_library_version(),
+                        MPI.Get_library_version())
         provided = MPI.Query_thread()
         if provided < MPI.THREAD_SERIALIZED:
             raise ImportError(
