@@ -74,8 +74,13 @@ def check_modules(source: Path) -> None:
             failed[name] = f"{type(exc).__name__}: {exc}"
     detail = "\n".join(f"  {name}: {error}" for name, error in failed.items())
     assert not failed, f"modules that do not import from the install:\n{detail}"
-    assert importlib.util.find_spec("mpinb._ffi") is not None, "the compiled library is missing"
-    step(f"all {len(modules)} modules of the source tree are installed and import, and mpinb._ffi")
+    from mpinb import abi
+
+    variant = abi.chosen()
+    libraries = [f"mpinb.{variant.module(kind)}" for kind in ("ffi", "mpi_watch")]
+    assert all(abi.library_file(variant, kind) for kind in ("ffi", "mpi_watch")), \
+        f"the compiled libraries of the {variant.name} variant are missing (built: {abi.built_variants()})"
+    step(f"all {len(modules)} modules of the source tree are installed and import, and {', '.join(libraries)}")
 
 
 def run(*cmd: str, **kwargs) -> subprocess.CompletedProcess:

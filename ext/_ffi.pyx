@@ -404,6 +404,15 @@ def set_overlap(bint enabled):
     g_overlap = 1 if enabled else 0
 
 
+def set_future_shift(int slots):
+    """How many slots further than this library's header puts them the running jaxlib keeps the
+    XLA FFI futures (ext/xla_ffi_c.h; set by the loader before any handler runs)."""
+    global mpinb_future_shift
+    if slots not in (0, 1):
+        raise ValueError(f"mpinb: future slot shift {slots}: expected 0 or 1")
+    mpinb_future_shift = slots
+
+
 def overlap():
     """{"enabled", "calls" (handed to the progress thread so far)}."""
     return {"enabled": bool(g_overlap), "calls": g_overlapped}

@@ -100,13 +100,13 @@ cdef void settle(const XLA_FFI_Api* api, XLA_FFI_Future* future, XLA_FFI_Error* 
         ok.struct_size = XLA_FFI_Future_SetAvailable_Args_STRUCT_SIZE
         ok.extension_start = NULL
         ok.future = future
-        destroy_error(api, api.XLA_FFI_Future_SetAvailable(&ok))
+        destroy_error(api, mpinb_future_set_available(api, &ok))
     else:
         bad.struct_size = XLA_FFI_Future_SetError_Args_STRUCT_SIZE
         bad.extension_start = NULL
         bad.future = future
         bad.error = err
-        destroy_error(api, api.XLA_FFI_Future_SetError(&bad))
+        destroy_error(api, mpinb_future_set_error(api, &bad))
 
 
 cdef void* progress_thread(void* unused) noexcept nogil:
@@ -143,12 +143,12 @@ cdef int start_progress_thread() noexcept nogil:
 
 cdef XLA_FFI_Future* new_future(const XLA_FFI_Api* api) noexcept nogil:
     cdef XLA_FFI_Future_Create_Args a
-    if api.XLA_FFI_Future_Create == NULL:
+    if not mpinb_has_futures(api):
         return NULL
     a.struct_size = XLA_FFI_Future_Create_Args_STRUCT_SIZE
     a.extension_start = NULL
     a.future = NULL
-    cdef XLA_FFI_Error* err = api.XLA_FFI_Future_Create(&a)
+    cdef XLA_FFI_Error* err = mpinb_future_create(api, &a)
     if err != NULL:
         destroy_error(api, err)
         return NULL

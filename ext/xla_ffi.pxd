@@ -138,9 +138,13 @@ cdef extern from "xla_ffi_c.h" nogil:  # xla/ffi/api/c_api.h, see there
         size_t struct_size
         XLA_FFI_Error* (*XLA_FFI_Error_Create)(XLA_FFI_Error_Create_Args* args) noexcept nogil
         void (*XLA_FFI_Error_Destroy)(XLA_FFI_Error_Destroy_Args* args) noexcept nogil
-        XLA_FFI_Error* (*XLA_FFI_Future_Create)(XLA_FFI_Future_Create_Args* args) noexcept nogil
-        XLA_FFI_Error* (*XLA_FFI_Future_SetAvailable)(XLA_FFI_Future_SetAvailable_Args* args) noexcept nogil
-        XLA_FFI_Error* (*XLA_FFI_Future_SetError)(XLA_FFI_Future_SetError_Args* args) noexcept nogil
+
+    # the futures where this jaxlib keeps them (xla_ffi_c.h), never read from the struct directly
+    int mpinb_future_shift
+    bint mpinb_has_futures(const XLA_FFI_Api* api)
+    XLA_FFI_Error* mpinb_future_create(const XLA_FFI_Api* api, XLA_FFI_Future_Create_Args* args)
+    XLA_FFI_Error* mpinb_future_set_available(const XLA_FFI_Api* api, XLA_FFI_Future_SetAvailable_Args* args)
+    XLA_FFI_Error* mpinb_future_set_error(const XLA_FFI_Api* api, XLA_FFI_Future_SetError_Args* args)
 
     ctypedef struct XLA_FFI_CallFrame:
         size_t struct_size

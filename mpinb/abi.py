@@ -139,8 +139,8 @@ def check_fits(variant: Variant, kind: str, libmpi: str) -> str:
 def import_library():
     """The collective library (the module ``mpinb._ffi_<abi>``) of the chosen variant, after
     checking it fits the libmpi mpi4py loaded (mpi4py's MPI module is imported first)."""
+    variant = chosen()  # first: an ABI mpi4py has no module for is named here, not by mpi4py
     from mpi4py import MPI  # noqa: F401 - loads the libmpi the variant then resolves to
 
-    variant = chosen()
     check_fits(variant, "ffi", loaded_libmpi())
     return importlib.import_module(f"mpinb.{variant.module('ffi')}")

@@ -50,7 +50,8 @@ def read_dynamic(path: str) -> Dynamic:
     strtab_addr = next((v for t, v in entries if t == _DT_STRTAB), None)
     if strtab_addr is None:
         raise ELFError(f"{path}: no string table in the dynamic section")
-    strtab = next((off + strtab_addr - vaddr for vaddr, off, size in loads if vaddr <= strtab_addr < vaddr + size), None)
+    strtab = next((off + strtab_addr - vaddr for vaddr, off, size in loads if vaddr <= strtab_addr < vaddr + size),
+                  None)
     if strtab is None:
         raise ELFError(f"{path}: the dynamic string table lies in no loaded segment")
 

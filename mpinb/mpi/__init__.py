@@ -7,6 +7,10 @@ Beyond mpi4jax: ``reduce_scatter``, ``allgatherv``, ``alltoallv``, ``set_debug``
 Importing this module initialises MPI (through mpi4py) and registers the compiled library.
 """
 
+from .. import abi as _abi
+
+_abi.chosen()  # the variant of the ABI mpi4py chose: one it has no module for is named here, in mpinb's words
+
 try:
     from mpi4py import MPI  # noqa: F401  (initialises MPI and loads libmpi before the extension)
 except RuntimeError as _exc:  # mpi4py's own: no MPI library could be loaded
@@ -14,7 +18,7 @@ except RuntimeError as _exc:  # mpi4py's own: no MPI library could be loaded
         f"mpinb: mpi4py finds no MPI library ({_exc}). Install one: pip install mpich (or mpinb[mpich]), "
         "or your system's MPI and build mpinb against it (README, 'Choosing the MPI')") from _exc
 
-from . import library as _library
+from . import library as _library  # noqa: E402 - after the variant is known
 
 _library.load()
 

@@ -50,10 +50,12 @@ import os
 import re
 
 import jax
+from jaxlib.version import __version__ as jaxlib_version
 
-from .jax_versions import FLOOR, NEWEST_TESTED, check_jax_version, dotted, next_series
+from .jax_versions import FLOOR, NEWEST_TESTED, check_jax_version, check_jaxlib_version, dotted, next_series
 
 check_jax_version(jax.__version__)
+check_jaxlib_version(jaxlib_version)
 
 
 def _internal(module: str, name: str | None = None, *, purpose: str):

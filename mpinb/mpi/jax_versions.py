@@ -36,6 +36,28 @@ def next_series() -> str:
     return f"{NEWEST_TESTED[0]}.{NEWEST_TESTED[1] + 1}"
 
 
+#: the first jaxlib whose XLA_FFI_Api has XLA_FFI_ThreadPool_NumThreads before the futures (same
+#: API version 0.1 as the floor's): ext/xla_ffi_c.h
+FFI_FUTURES_MOVED = (0, 4, 38)
+
+
+def future_shift(built_with: str, installed: str) -> int:
+    """How many slots later than in the header the library was compiled against (jaxlib
+    ``built_with``) the installed jaxlib keeps the XLA FFI futures: 1 for the floor's header on a
+    newer jaxlib, else 0 (an unknown version counts as the installed one)."""
+    built, running = release(built_with) or release(installed), release(installed)
+    return int(running >= FFI_FUTURES_MOVED) - int(built >= FFI_FUTURES_MOVED) if built and running else 0
+
+
+def check_jaxlib_version(version: str) -> None:
+    """Refuse a jaxlib older than the floor (ImportError): the collective library's header is the
+    floor's, and an older XLA may refuse it or lay out its API differently."""
+    numbers = release(version)
+    if numbers and numbers < FLOOR:
+        raise ImportError(f"mpinb needs jaxlib {dotted(FLOOR)} or newer; jaxlib {version} is installed: "
+                          f"pip install 'jax>={dotted(FLOOR)}' 'jaxlib>={dotted(FLOOR)}'")
+
+
 def check_jax_version(version: str) -> None:
     """Refuse a JAX older than the floor (ImportError); warn about one newer than the newest
     series tested (it may well work: most releases keep what mpinb uses)."""

@@ -10,6 +10,7 @@ garbage: that is refused here with instructions.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import platform
@@ -21,7 +22,7 @@ from .. import abi
 from ..errors import MPIVariantError
 from ..launch.mpi_impl import family_of as mpi_family
 from ..launch.mpi_impl import first_line
-from .jax_versions import release
+from .jax_versions import check_jaxlib_version, future_shift, release
 
 DEBUG_ENV = "MPINB_DEBUG"
 CHECKED_ENV = "MPINB_CHECKED"
@@ -54,10 +55,8 @@ def unloadable_message(error: str, loaded_by_mpi4py: str) -> str:
     """Why the chosen variant's collective library did not load (its file is known to fit the
     libmpi mpi4py loaded: mpinb.abi checked), and the fix."""
     spec = None
-    try:
+    with contextlib.suppress(ImportError):  # no variant fits: named below as missing
         spec = abi.library_file(abi.chosen(), "ffi")
-    except ImportError:
-        pass
     if spec is None and not abi.built_variants():
         return ("mpinb: the compiled collective library is missing: this is a source tree "
                 "that was never built. Install it: pip install -e '.[mpich]' (README, Quick start).")
@@ -145,7 +144,9 @@ def load():
             )
         from jaxlib.version import __version__ as jaxlib_version
 
+        check_jaxlib_version(jaxlib_version)
         check_jaxlib_match(ext.build_info().get("jaxlib", ""), jaxlib_version)
+        ext.set_future_shift(future_shift(ext.build_info().get("jaxlib", ""), jaxlib_version))
         ext.initialize()
         from .jax_compat import ffi
 
