@@ -5,10 +5,15 @@ tests, .ci/installed.py and this file):
 1. the installed package (not the source tree) imports, every module of the source tree's
    package among it, and its compiled variant is the one of the ABI mpi4py chose (``--abi``);
 2. ``mpinb demo -n 2`` passes;
-3. the collective suite on 2 ranks (tests/test_ranks.py, with the MPI's own launcher);
+3. the collective suite on 2 ranks (tests/test_ranks.py, with the MPI's own launcher), or the
+   tests ``--pytest`` names;
 4. a cluster started by ``%mpijax start -n 2`` runs a cell, and a cycle of mpi4py ``comm.recv``
    ends as a deadlock proven through the MPI watch (each rank's wait seen in an MPI function),
-   after which the next cell runs.
+   after which the next cell runs;
+5. bad input, each one MPIVariantError with its fields: a forced variant of another MPI (where
+   the install holds one), a forced variant that is not built, an ABI with no variant;
+6. with ``--full``, also .ci/installed.py's ``mpinb --version``, ``mpinb tutorials`` and the first
+   workshop notebook on 2 ranks.
 
 Exit status 0 only if all hold; each step prints one line.
 """
@@ -16,6 +21,7 @@ Exit status 0 only if all hold; each step prints one line.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -38,13 +44,54 @@ def check_variant(abi: str) -> None:
                    f"jaxlib {info['jaxlib']}, runs on {info['loaded_mpi']}")
 
 
-def check_suite_on_2_ranks(tests: Path) -> None:
+def check_tests(tests: Path, args: list[str]) -> None:
+    """pytest on the copy of the tests (run from its parent: the installed package is imported)."""
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(tests / "test_ranks.py"), "-k", "2"], capture_output=True, text=True, cwd=tests.parent)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    installed.step(f"the collective suite on 2 ranks: {proc.stdout.strip().splitlines()[-1]} "
+    assert not (tests.parent / "mpinb").exists(), "the tests' folder must not hold the source package"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+                          capture_output=True, text=True, cwd=tests.parent)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    installed.step(f"pytest {' '.join(args)}: {proc.stdout.strip().splitlines()[-1]} "
                    f"({time.monotonic() - started:.0f} s)")
+
+
+REFUSED = """
+import json
+try:
+    import mpinb.mpi
+    mpinb.mpi.build_info()
+    print(json.dumps(None))
+except ImportError as exc:
+    print(json.dumps([type(exc).__name__, getattr(exc, "found", ""), getattr(exc, "expected", "")]))
+"""
+
+
+def refusal(**env) -> list | None:
+    clean = {k: v for k, v in os.environ.items() if k not in ("MPINB_MPIABI", "MPI4PY_MPIABI")}
+    proc = subprocess.run([sys.executable, "-c", REFUSED], capture_output=True, text=True, timeout=300,
+                          env={**clean, **env})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def check_refusals() -> None:
+    from mpinb import abi
+    from mpinb.abitable import VARIANTS
+
+    mine = abi.chosen()
+    said = []
+    other = next((n for n in abi.built_variants() if VARIANTS[n].soname != mine.soname), None)
+    if other:  # its library needs another libmpi than the one mpi4py loads
+        got = refusal(MPINB_MPIABI=other)
+        assert got and got[0] == "MPIVariantError" and got[2] == VARIANTS[other].soname and mine.soname in got[1], got
+        said.append(f"MPINB_MPIABI={other}: found {got[1]}, expected {got[2]}")
+    got = refusal(MPINB_MPIABI="nosuch")
+    assert got and got[0] == "MPIVariantError" and got[1] == "nosuch", got
+    said.append(f"MPINB_MPIABI=nosuch: expected one of {got[2]}")
+    got = refusal(MPI4PY_MPIABI="msmpi")
+    assert got and got[0] == "MPIVariantError" and got[1] == "msmpi", got
+    said.append("an ABI with no variant (msmpi)")
+    installed.step("refused, each with MPIVariantError: " + "; ".join(said))
 
 
 def check_magic_and_deadlock() -> None:
@@ -78,16 +125,29 @@ def main() -> int:
     parser.add_argument("--source", required=True, type=Path, help="the source tree the wheel was built from")
     parser.add_argument("--tests", required=True, type=Path, help="a copy of the source tree's tests/")
     parser.add_argument("--abi", required=True, help="the variant mpi4py's choice must give")
+    parser.add_argument("--pytest", default="tests/test_ranks.py -k 2",
+                        help="the tests to run (default: the collective suite on 2 ranks); '' for none")
+    parser.add_argument("--full", action="store_true", help="also version, tutorials and the first notebook")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="mpinb-lane-") as root:
+    assert not (Path.cwd() / "mpinb").exists(), "run this from a folder outside the source tree"
+    root = tempfile.mkdtemp(prefix="mpinb-lane-")
+    try:
         installed.hermetic_environment(root)
-        os.chdir(root)
         installed.check_installed(args.source)
         installed.check_modules(args.source)
         check_variant(args.abi)
+        check_refusals()
         installed.check_demo()
-        check_suite_on_2_ranks(args.tests)
+        if args.pytest.strip():
+            check_tests(args.tests, args.pytest.split())
         check_magic_and_deadlock()
+        if args.full:
+            installed.check_version()
+            folder = os.path.join(root, "my-tutorials")
+            installed.check_notebook(folder, installed.check_tutorials(folder)[0])
+    finally:
+        installed.remove_when_released(root)
+    installed.step("every check passed")
     return 0
 
 

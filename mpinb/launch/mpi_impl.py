@@ -89,7 +89,7 @@ IMPLEMENTATIONS = {
         oversubscribe=(),  # MPICH's launchers do by default
         default_args=(),   # nor do they bind ranks to cores
         local_env=(("UCX_TLS", "self,sm"),),
-        marks=("HYDRA", "MPICH"),
+        marks=("HYDRA", "MPICH", "Intel(R) MPI"),  # Intel MPI's hydra says only its name
     ),
     "Open MPI": Implementation(
         family="Open MPI",
