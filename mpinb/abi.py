@@ -125,7 +125,7 @@ def check_fits(variant: Variant, kind: str, libmpi: str) -> str:
         except (OSError, elf.ELFError):
             needed = []
         found = soname_of(libmpi)
-        if needed and found not in needed:
+        if needed and found not in needed and not (needed[0] == variant.soname and found in variant.aliases):
             fix = (f"unset {OVERRIDE_ENV}" if os.environ.get(OVERRIDE_ENV, "").strip()
                    else "let mpi4py and mpinb load the same MPI (unset MPI4PY_LIBMPI, MPI4PY_MPIABI, LD_PRELOAD), "
                    "or " + SOURCE_RECIPE)

@@ -18,6 +18,7 @@ class Variant:
     families: tuple[str, ...]   # what MPI_Get_library_version names (mpinb.launch.mpi_impl.family_of)
     wheel: str                  # the PyPI distribution giving such an MPI ('' when none)
     marker: str                 # a macro the MPI's mpi.h defines (setup.py: which ABI a header is)
+    aliases: tuple[str, ...] = ()  # other sonames of libraries of this ABI (the loader finds them by ``soname``)
 
     def module(self, kind: str) -> str:
         """The file name stem of this variant's library ``kind`` ('ffi' or 'mpi_watch')."""
@@ -29,7 +30,8 @@ VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
         # MPICH, Intel MPI, MVAPICH, Cray MPICH (the MPICH ABI initiative)
-        Variant("mpich", "libmpi.so.12", ("MPICH", "Intel MPI"), "mpich", "MPICH_VERSION"),
+        Variant("mpich", "libmpi.so.12", ("MPICH", "Intel MPI"), "mpich", "MPICH_VERSION",
+                aliases=("libmpich.so.12",)),  # Debian's MPICH: libmpi.so.12 links to it
         # Open MPI 4.x and 5.x
         Variant("openmpi", "libmpi.so.40", ("Open MPI",), "openmpi", "OPEN_MPI"),
         # the MPI-5 standard ABI (MPICH 5's libmpi_abi; Open MPI from 6.0)
