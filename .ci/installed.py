@@ -84,6 +84,10 @@ def check_modules(source: Path) -> None:
 
 
 def run(*cmd: str, **kwargs) -> subprocess.CompletedProcess:
+    # env: Python's copy of the environment, not the process's own: once this process imported
+    # mpinb.mpi, an Open MPI 4 singleton's variables are in the latter, and an mpiexec started
+    # with them joins this process's runtime and fails at once (as tests/test_ranks.py says)
+    kwargs.setdefault("env", dict(os.environ))
     proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
     assert proc.returncode == 0, \
         f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"

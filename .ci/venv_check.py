@@ -49,7 +49,7 @@ def check_tests(tests: Path, args: list[str]) -> None:
     started = time.monotonic()
     assert not (tests.parent / "mpinb").exists(), "the tests' folder must not hold the source package"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
-                          capture_output=True, text=True, cwd=tests.parent)
+                          capture_output=True, text=True, cwd=tests.parent, env=dict(os.environ))  # installed.run
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     installed.step(f"pytest {' '.join(args)}: {proc.stdout.strip().splitlines()[-1]} "
                    f"({time.monotonic() - started:.0f} s)")
