@@ -296,7 +296,10 @@ def test_the_local_launcher_s_command_for_each_mpi(machine, monkeypatch):
     for version, lib, want, extra in (
             ("MPICH Version: 5.0.2", "venv/lib/libmpi.so.12", launchers["gforker"], []),
             ("Open MPI v4.1.4", "usr/lib/x86_64-linux-gnu/libmpi.so.40", launchers["openmpi"],
-             ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader"])):
+             ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,vader", "--mca", "oob_tcp_if_include"]),
+            # Open MPI 5's runtime refuses a loopback-only channel: only MPI is kept on shared memory
+            ("Open MPI v5.0.11, package: Open MPI user@localhost Distribution", "usr/lib/x86_64-linux-gnu/libmpi.so.40",
+             launchers["openmpi"], ["--oversubscribe", "--bind-to", "none", "--mca", "btl", "self,sm"])):
         loaded = mpi_impl.LoadedMPI(version, str(root / lib))
         monkeypatch.setattr("mpinb.launch.launchers.loaded_mpi", lambda env=None, loaded=loaded: loaded)
         monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT", "1")
@@ -304,3 +307,4 @@ def test_the_local_launcher_s_command_for_each_mpi(machine, monkeypatch):
         c = MPICluster(n=4, progress=False).config()
         assert c.MPILauncher.mpi_cmd[-1] == want
         assert c.MPILauncher.mpi_args[:len(extra)] == extra
+        assert ("oob_tcp_if_include" in c.MPILauncher.mpi_args) == ("v4." in version), c.MPILauncher.mpi_args
