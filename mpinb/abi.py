@@ -70,6 +70,12 @@ def chosen() -> Variant:
     """The variant this process uses: ``MPINB_MPIABI`` when set, else the ABI mpi4py chose; an
     MPIVariantError when this install has no such variant."""
     built = built_variants()
+    if not built:
+        raise MPIVariantError(
+            f"mpinb: no compiled library in {_PACKAGE}: a source tree that was never built (or built before "
+            "the per-ABI variants). Build it: pip install -e '.[mpich]' (README, Quick start).",
+            found="none", expected=", ".join(v.module("ffi") for v in VARIANTS.values()),
+            fix="pip install -e '.[mpich]'")
     forced = os.environ.get(OVERRIDE_ENV, "").strip()
     if forced:
         if forced not in VARIANTS or forced not in built:
@@ -83,7 +89,7 @@ def chosen() -> Variant:
     if name not in built:
         raise MPIVariantError(
             f"mpinb: mpi4py loaded an MPI of the {name!r} ABI, but this install of mpinb holds variants for "
-            f"{', '.join(built) or 'no ABI'} only. Use an MPI of those ABIs (pip install 'mpinb[mpich]'), or "
+            f"{', '.join(built)} only. Use an MPI of those ABIs (pip install 'mpinb[mpich]'), or "
             + SOURCE_RECIPE + ".",
             found=name, expected=", ".join(built), fix=SOURCE_RECIPE)
     return VARIANTS[name]
