@@ -1,4 +1,9 @@
-"""The workshop notebooks, executed with nbclient on 2 ranks; their text renderings checked."""
+"""The workshop notebooks, executed with nbclient on 2 ranks; their text renderings checked.
+
+Each executed notebook is saved to tests/artifacts/notebooks/, where the documentation site's
+build takes it (docs/conf.py): the site shows the outputs of this run, and CI runs no notebook
+twice.
+"""
 
 import os
 from pathlib import Path
@@ -11,6 +16,7 @@ from support.notebook_client import SlicedClient
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "mpinb" / "tutorials"  # what the package ships
 TWINS = ROOT / "notebooks"  # their jupytext twins, for readable diffs
+EXECUTED = ROOT / "tests" / "artifacts" / "notebooks"  # read by docs/conf.py
 
 
 def execute(name):
@@ -26,6 +32,8 @@ def execute(name):
         else:
             os.environ["MPINB_NOTEBOOK_RANKS"] = old
     assert widget_outputs(nb) == [], "finished cells keep widget views (broken after a kernel restart)"
+    EXECUTED.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, EXECUTED / name)
     return nb
 
 

@@ -1,0 +1,95 @@
+"""Sphinx configuration of mpinb's documentation site (MyST Markdown, notebooks by myst-nb).
+
+Build: ``sphinx-build -W docs docs/_build/html`` (CI does, warnings failing the build).
+
+The tutorials are shown with the outputs of a real run: the notebook tests
+(tests/test_notebooks.py) save each executed notebook to tests/artifacts/notebooks/, and this
+file copies them into docs/tutorials/ before Sphinx reads its sources. Nothing is executed here.
+A tutorial without a saved run is a warning (a failure under -W), and the page then shows the
+notebook as shipped, without outputs: run ``python -m pytest tests/test_notebooks.py`` first.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE / "_ext"))
+
+project = "mpinb"
+author = "the mpinb developers"
+copyright = "the mpinb developers"  # noqa: A001 - the name Sphinx reads
+
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "benchmark_figures",
+    "architecture",
+    "plain_docstrings",
+]
+
+# ------------------------------------------------------------------------------ the sources
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
+myst_heading_anchors = 3
+myst_enable_extensions = ["colon_fence", "deflist"]
+nb_execution_mode = "off"  # the tutorials come executed from the notebook tests
+nb_output_stderr = "show"
+# a finished mpinb view is static HTML; a widget view (a live box) would be dead on a static page
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None),
+                              ("html", "application/vnd.jupyter.widget-state+json", None)]
+
+# ------------------------------------------------------------------------------ the API pages
+autosummary_generate = True
+autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_member_order = "bysource"
+autodoc_typehints = "none"  # the signatures say what the docstrings need; no unresolved type targets
+# `python -m mpinb` runs the command when imported: mocked, so autosummary leaves it out
+autosummary_mock_imports = ["mpinb.__main__"]
+
+# ------------------------------------------------------------------------------ the output
+html_theme = "furo"
+html_title = "mpinb"
+html_static_path: list = []
+
+TUTORIALS = ("01_quickstart", "02_debugging_transpose", "03_pencil_fft", "04_jax_native",
+             "05_distributed_cg", "06_hangs")
+EXECUTED = ROOT / "tests" / "artifacts" / "notebooks"
+SHIPPED = ROOT / "mpinb" / "tutorials"
+UNEXECUTED: list = []
+
+
+def copy_tutorials() -> None:
+    """Each tutorial's saved run (else the shipped notebook) into docs/tutorials/, without the
+    kernel's widget state (the finished views are static HTML; the state would make the page load
+    the widget manager from the network)."""
+    for name in TUTORIALS:
+        source = EXECUTED / f"{name}.ipynb"
+        if not source.is_file():
+            UNEXECUTED.append(name)
+            source = SHIPPED / f"{name}.ipynb"
+        nb = json.loads(source.read_text())
+        nb.get("metadata", {}).pop("widgets", None)
+        target = HERE / "tutorials" / f"{name}.ipynb"
+        text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+        if not target.is_file() or target.read_text() != text:
+            target.write_text(text)
+
+
+copy_tutorials()
+
+
+def _warn_unexecuted(app) -> None:
+    from sphinx.util import logging
+
+    for name in UNEXECUTED:
+        logging.getLogger(__name__).warning(
+            "tutorial %s has no saved run in %s: shown without outputs (run python -m pytest "
+            "tests/test_notebooks.py first)", name, EXECUTED.relative_to(ROOT))
+
+
+def setup(app):
+    app.connect("builder-inited", _warn_unexecuted)
