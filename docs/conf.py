@@ -21,7 +21,7 @@ sys.path.insert(0, str(HERE / "_ext"))
 
 project = "mpinb"
 author = "the mpinb developers"
-copyright = "the mpinb developers"  # noqa: A001 - the name Sphinx reads
+copyright = "the mpinb developers"
 
 extensions = [
     "myst_nb",

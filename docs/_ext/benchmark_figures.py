@@ -71,7 +71,7 @@ def draw(table: Table, out: pathlib.Path) -> None:
         xs = [k + (i - (len(series) - 1) / 2) * width for k, c in enumerate(cases) if (c, name) in values]
         spans = [values[(c, name)] for c in cases if (c, name) in values]
         bars = ax.bar(xs, [lo for lo, _ in spans], width * 0.9, label=name)
-        ranged = [(x, lo, hi) for x, (lo, hi) in zip(xs, spans) if hi > lo]
+        ranged = [(x, lo, hi) for x, (lo, hi) in zip(xs, spans, strict=True) if hi > lo]
         if ranged:
             colour = bars.patches[0].get_facecolor()
             ax.vlines([x for x, _, _ in ranged], [lo for _, lo, _ in ranged], [hi for _, _, hi in ranged],

@@ -51,7 +51,7 @@ class Reference:
     """Where a finding is explained: a section of a document that ships with mpinb (the view
     links it from where the user's notebook is: mpinb.view.links)."""
 
-    document: str    # a tutorial notebook's file name, or README.md
+    document: str    # a tutorial notebook's file name
     anchor: str      # the section's anchor, as JupyterLab names headings
     title: str       # the section's title, in words
 
@@ -79,7 +79,8 @@ KINDS = {
     "divergent": Kind(
         "error", "the ranks compiled different collectives: they may deadlock or mix data",
         "make every rank call the same collectives in the same order with the same shapes",
-        Reference("README.md", "troubleshooting", "Troubleshooting")),
+        Reference("06_hangs.ipynb", "A-collective-inside-a-branch-that-depends-on-the-rank",
+                  "A collective inside a branch that depends on the rank")),
     "unconstrained": Kind(
         "warning", "a custom call without layout constraints: row-major here, maybe not on GPU",
         "pin its operand and result layouts (mpinb's collectives do)",

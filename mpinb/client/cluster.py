@@ -252,7 +252,7 @@ class MPICluster(ClusterHealth):
             alone = len(set(ranks)) < len(ranks)  # each rank a world of its own
             raise ClusterError(f"engine ids {ids} are not the MPI ranks {ranks}" + (
                 ": the ranks do not see each other, as when the launcher belongs to another MPI than the one "
-                "mpi4py loads (leave mpi_cmd unset to use that MPI's own launcher; README, 'Choosing the MPI')"
+                "mpi4py loads (leave mpi_cmd unset to use that MPI's own launcher; docs/install.md, 'Choosing the MPI')"
                 if alone else ""))
         self.engines = infos
         self.started_at = time.time()

@@ -45,7 +45,7 @@ REBUILD_HINT = (
     "    MPINB_MPICC=/path/to/mpicc pip install --no-build-isolation --force-reinstall --no-deps . "
     "(in a clone; for an installed release: --no-binary mpinb mpinb)\n"
     "or let mpi4py load the MPI mpinb was built for (MPICH: pip install mpich, and unset MPI4PY_LIBMPI / "
-    "LD_LIBRARY_PATH overrides). See README, 'Choosing the MPI'."
+    "LD_LIBRARY_PATH overrides). See docs/install.md, 'Choosing the MPI'."
 )
 
 
@@ -70,7 +70,8 @@ def unloadable_message(error: str, loaded_by_mpi4py: str) -> str:
     spec = importlib.util.find_spec("mpinb._ffi")
     if spec is None:
         return ("mpinb: the compiled collective library mpinb._ffi is missing: this is a source tree "
-                "that was never built. Install it: pip install -e '.[mpich]' (README, Quick start).")
+                "that was never built. Install it: pip install -e '.[mpich]' (docs/contributing.md, 'Working "
+                "from a clone').")
     needed = needed_libmpi(spec.origin)
     built_for = SONAMES.get(needed, "")
     runtime = mpi_family(loaded_by_mpi4py)
