@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import sys
+
+from docutils.nodes import make_id
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -62,10 +65,21 @@ SHIPPED = ROOT / "mpinb" / "tutorials"
 UNEXECUTED: list = []
 
 
+#: a finding's link to a tutorial's section, as the view writes it beside the notebook
+NOTEBOOK_LINK = re.compile(r"""href=(['"])(\d\d_\w+)\.ipynb#([^'"]*)\1""")
+
+
+def site_links(text: str) -> str:
+    """A view's links to a tutorial's section (``02_debugging_transpose.ipynb#What-XLA-compiled``,
+    JupyterLab's anchor beside the notebook) made the same section's on this site (its page, and
+    the id Sphinx gives the heading)."""
+    return NOTEBOOK_LINK.sub(lambda m: f"href={m[1]}{m[2]}.html#{make_id(m[3])}{m[1]}", text)
+
+
 def copy_tutorials() -> None:
     """Each tutorial's saved run (else the shipped notebook) into docs/tutorials/, without the
     kernel's widget state (the finished views are static HTML; the state would make the page load
-    the widget manager from the network)."""
+    the widget manager from the network), its views' links to tutorials leading to their pages."""
     for name in TUTORIALS:
         source = EXECUTED / f"{name}.ipynb"
         if not source.is_file():
@@ -73,6 +87,12 @@ def copy_tutorials() -> None:
             source = SHIPPED / f"{name}.ipynb"
         nb = json.loads(source.read_text())
         nb.get("metadata", {}).pop("widgets", None)
+        for cell in nb["cells"]:
+            for output in cell.get("outputs", []):
+                data = output.get("data", {})
+                if "text/html" in data:
+                    html = data["text/html"]
+                    data["text/html"] = site_links(html if isinstance(html, str) else "".join(html))
         target = HERE / "tutorials" / f"{name}.ipynb"
         text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
         if not target.is_file() or target.read_text() != text:
