@@ -29,7 +29,6 @@ copyright = "the mpinb developers"
 extensions = [
     "myst_nb",
     "sphinx.ext.autodoc",
-    "sphinx.ext.autosummary",
     "benchmark_figures",
     "architecture",
     "plain_docstrings",
@@ -46,12 +45,11 @@ nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json
                               ("html", "application/vnd.jupyter.widget-state+json", None)]
 
 # ------------------------------------------------------------------------------ the API pages
-autosummary_generate = True
+# one page per room of the package (a subpackage, or the modules at its top), each module on it
+# documented by autodoc from its docstrings: written below before Sphinx reads its sources
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"  # the signatures say what the docstrings need; no unresolved type targets
-# `python -m mpinb` runs the command when imported: mocked, so autosummary leaves it out
-autosummary_mock_imports = ["mpinb.__main__"]
 
 # ------------------------------------------------------------------------------ the output
 html_theme = "furo"
@@ -100,6 +98,43 @@ def copy_tutorials() -> None:
 
 
 copy_tutorials()
+
+
+def api_pages() -> dict:
+    """Room -> its modules: each subpackage of mpinb, and "mpinb" for the package and the modules
+    at its top (``python -m mpinb``'s ``__main__`` left out: importing it runs the command)."""
+    package = ROOT / "mpinb"
+    rooms: dict = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__main__":
+            continue
+        if parts[-1] == "__init__":
+            parts.pop()
+        room = parts[1] if len(parts) > 1 and (package / parts[1]).is_dir() else "mpinb"
+        rooms.setdefault(room, []).append(".".join(parts))
+    return rooms
+
+
+def write_api_pages() -> None:
+    """docs/api/generated/ROOM.md for every room: each of its modules by autodoc."""
+    out = HERE / "api" / "generated"
+    out.mkdir(parents=True, exist_ok=True)
+    rooms = api_pages()
+    for stale in set(out.glob("*.md")) - {out / f"{room}.md" for room in rooms}:
+        stale.unlink()
+    for room, names in rooms.items():
+        title = "mpinb: the package and its top-level modules" if room == "mpinb" else f"mpinb.{room}"
+        lines = [f"# {title}", ""]
+        for name in names:
+            lines += [f"## {name}", "", "```{eval-rst}", f".. automodule:: {name}", "```", ""]
+        target = out / f"{room}.md"
+        text = "\n".join(lines)
+        if not target.is_file() or target.read_text() != text:
+            target.write_text(text)
+
+
+write_api_pages()
 
 
 def _warn_unexecuted(app) -> None:

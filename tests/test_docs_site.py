@@ -117,7 +117,8 @@ def test_every_figure_is_drawn(served, page):
     assert picture and all(w > 0 for w in picture), picture
 
 
-def test_every_module_has_its_api_page(site):
+def test_every_module_is_on_an_api_page(site):
+    documented = "".join(p.read_text() for p in (site / "api" / "generated").glob("*.html"))
     missing = []
     for path in sorted((ROOT / "mpinb").rglob("*.py")):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -125,9 +126,10 @@ def test_every_module_has_its_api_page(site):
             continue
         if parts[-1] == "__init__":
             parts.pop()
-        if not (site / "api" / "generated" / f"{'.'.join(parts)}.html").is_file():
+        if f'id="module-{".".join(parts)}"' not in documented:
             missing.append(".".join(parts))
     assert missing == []
+    assert 'id="mpinb.mpi.alltoall"' in documented or 'id="mpinb.mpi.collectives.alltoall"' in documented
 
 
 class Links(html.parser.HTMLParser):
@@ -167,5 +169,5 @@ def test_no_internal_link_is_broken(site):
                 broken.append(f"{path.relative_to(site)}: {link}")
             elif parts.fragment and target in pages and urllib.parse.unquote(parts.fragment) not in pages[target].ids:
                 broken.append(f"{path.relative_to(site)}: {link} (no such anchor)")
-    assert len(pages) > 100
+    assert len(pages) > 25  # the pages, the tutorials, the API's rooms, the indexes
     assert broken == []
