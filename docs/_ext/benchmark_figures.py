@@ -79,7 +79,7 @@ def draw(table: Table, out: pathlib.Path) -> None:
     if "reference" in table.meta:
         ax.axhline(float(table.meta["reference"]), color="0.3", linestyle="--", linewidth=1)
     ax.set_yscale(table.meta["scale"])
-    ax.set_xticks(range(len(cases)), cases)
+    ax.set_xticks(range(len(cases)), cases, fontsize=8)
     ax.set_ylabel(table.meta["ylabel"])
     ax.set_title(table.meta["title"], fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
