@@ -33,7 +33,8 @@ def execute(name):
             os.environ["MPINB_NOTEBOOK_RANKS"] = old
     assert widget_outputs(nb) == [], "finished cells keep widget views (broken after a kernel restart)"
     EXECUTED.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, EXECUTED / name)
+    nbformat.write(nb, EXECUTED / f"{name}.partial")  # whole or not at all: .ci/run builds the site when all are there
+    os.replace(EXECUTED / f"{name}.partial", EXECUTED / name)
     return nb
 
 
