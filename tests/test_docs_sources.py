@@ -22,6 +22,7 @@ sys.path.insert(0, str(DOCS / "_ext"))
 
 import architecture  # noqa: E402 - docs/_ext is not a package
 import benchmark_figures  # noqa: E402
+import plain_docstrings  # noqa: E402
 
 GENERATED = ("_build", "_generated", "api/generated")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
@@ -203,3 +204,16 @@ def test_the_open_mpi_recipe_is_where_ci_reads_it():
     block = after[after.index("```bash\n") + len("```bash\n"):]
     block = block[: block.index("```")]
     assert "MPINB_MPICC=mpicc.openmpi pip install --no-build-isolation ." in block
+
+
+def test_a_docstring_docutils_would_misread_is_shown_as_written():
+    table = ["What a rank says of itself:", "    host, cores, versions", "and whether the library loads."]
+    assert plain_docstrings.complaints("\n".join(table))
+    lines = list(table)
+    plain_docstrings.as_written(None, "module", "m", None, {}, lines)
+    assert lines[:2] == ["::", ""] and lines[2:-1] == ["    " + line if line else "" for line in table]
+    fine = ["What it does, with ``code`` and :func:`a_sphinx_role`.", "", "- a list", "- of two"]
+    assert plain_docstrings.complaints("\n".join(fine)) == []
+    lines = list(fine)
+    plain_docstrings.as_written(None, "module", "m", None, {}, lines)
+    assert lines == fine
