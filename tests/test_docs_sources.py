@@ -11,6 +11,7 @@ import itertools
 import json
 import re
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -206,14 +207,17 @@ def test_the_open_mpi_recipe_is_where_ci_reads_it():
     assert "MPINB_MPICC=mpicc.openmpi pip install --no-build-isolation ." in block
 
 
+NO_SPHINX = types.SimpleNamespace(env=None)  # what as_written reads of Sphinx's application, outside a build
+
+
 def test_a_docstring_docutils_would_misread_is_shown_as_written():
     table = ["What a rank says of itself:", "    host, cores, versions", "and whether the library loads."]
     assert plain_docstrings.complaints("\n".join(table))
     lines = list(table)
-    plain_docstrings.as_written(None, "module", "m", None, {}, lines)
+    plain_docstrings.as_written(NO_SPHINX, "module", "m", None, {}, lines)
     assert lines[:2] == ["::", ""] and lines[2:-1] == ["    " + line if line else "" for line in table]
     fine = ["What it does, with ``code`` and :func:`a_sphinx_role`.", "", "- a list", "- of two"]
     assert plain_docstrings.complaints("\n".join(fine)) == []
     lines = list(fine)
-    plain_docstrings.as_written(None, "module", "m", None, {}, lines)
+    plain_docstrings.as_written(NO_SPHINX, "module", "m", None, {}, lines)
     assert lines == fine
