@@ -59,6 +59,12 @@ def mpinb_sendrecv(x):
     return mpi.sendrecv(y, y, source=peer, dest=peer, comm=world)
 
 
+@jax.jit
+def mpinb_allreduce(x):
+    """Two allreduces (MPICH's own waits, after checked mode's signature exchange if on)."""
+    return mpi.allreduce(mpi.allreduce(x, op=MPI.SUM, comm=world) * 0.5, op=MPI.SUM, comm=world) * 0.5
+
+
 def mpi4py_pickled(x):
     """A round trip through mpi4py's pickling recv (MPI_Mprobe: the watch's loop in engines)."""
     if rank == 0:
@@ -85,6 +91,7 @@ def raw(_):
 
 PATTERNS = {"mpinb recv": lambda: mpinb_recv(row).block_until_ready(),
             "mpinb sendrecv": lambda: mpinb_sendrecv(row).block_until_ready(),
+            "mpinb allreduce": lambda: mpinb_allreduce(row).block_until_ready(),
             "raw": lambda: raw(None)}
 if ENGINE:
     PATTERNS["mpi4py recv, watched"] = lambda: mpi4py_pickled(raw_in)
