@@ -36,6 +36,8 @@ class CellResult:
     deadlock: object = None
     #: whether the engines were restarted after it (the next cell runs; their variables are gone)
     restarted: bool = False
+    #: how long that restart took, setup cells replayed (part of ``elapsed``, the cell's whole time)
+    restart_seconds: float | None = None
 
     @property
     def ok(self) -> bool:
