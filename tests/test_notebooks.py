@@ -228,13 +228,27 @@ def test_hangs():
     swap, swap_fixed = texts(cells[4]), texts(cells[5])
     assert "swapped 16 values" in swap and "swapped 4000000 values" not in swap
     assert "1 --setup cell replayed" in swap, swap  # a send under way cannot be taken back
+    # the finished view tells the cell's end: no rank still running, no start's progress bar,
+    # the whole time in the header (the restart's share said)
+    assert "running" not in swap and "engines" not in swap.split("\n")[0].split("s of it")[0], swap
+    assert "restarted: ranks 0-1" in swap and "state: restarted" in swap, swap
+    assert not [o for o in cells[4].outputs if "ready:" in o.get("data", {}).get("text/plain", "")], swap
+    header = swap[swap.index("2 ranks, "):].split(",")[1]
+    total, restart = float(header.split()[0]), float(header.split("(")[1].split()[0])
+    assert total > restart > 0, header
     assert ("deadlock: rank 0 waits for rank 1 to receive its send (line 6), rank 1 for rank 0 to receive its "
             "send (line 6)") in swap, swap
     assert "swapped 4000000 values" in swap_fixed and "deadlock" not in swap_fixed
     branch = texts(cells[6])
     assert "deadlock: rank 0 waits in allreduce (line 3); rank 1 left the cell without calling it" in branch, branch
     assert "rank 0 was freed where it waited" in branch and "replayed" not in branch, branch
+    assert ("rank 0 called allreduce float32[] SUM (collective #1 on the world communicator in this cell), "
+            "rank 1 finished the cell without calling it") in branch, branch  # what ran differs
     assert "total 1.0" in texts(cells[7])
+    # the fixes: every rank runs the same collectives (rank 0 took the allreduce from JAX's cache,
+    # rank 1 compiled it): no finding
+    for fixed in (texts(cells[i]) for i in (7, 9, 11)):
+        assert "0 layout findings" in fixed and "divergent" not in fixed, fixed
     tag = texts(cells[8])
     assert ("deadlock: rank 1 waits to receive with tag 2 from rank 0 (line 5); rank 0 left the cell without "
             "sending it") in tag, tag

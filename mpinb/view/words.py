@@ -150,7 +150,9 @@ def summary_line(result, max_lines: int | None = None) -> str:
     and, when the view trims output to ``max_lines``, which ranks'."""
     n = len(result.ranks)
     restart = getattr(result, "restart_seconds", None)
-    took = f"{result.elapsed:.2f} s" + (f" (restarting the engines: {restart:.1f} s)" if restart is not None else "")
+    took = f"{result.elapsed:.2f} s"
+    if restart is not None:
+        took += f" ({restart:.1f} s of it restarting the engines)"
     parts = [f"{n} rank{'s' if n != 1 else ''}", took]
     by_state = {state: [r for r, s in result.states.items() if s == state]
                 for state in ("failed", "running", "dead", "restarted")}
