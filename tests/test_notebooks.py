@@ -255,7 +255,8 @@ def test_hangs():
     assert "rank 1 dropped a message of 12 B from rank 0 (tag 1)" in tag, tag
     assert "received [1. 1. 1.]" in texts(cells[9])
     root = texts(cells[10])
-    assert "checked mode: ranks disagree on the collective" in root and "deadlock" not in root, root
+    assert "checked mode: ranks disagree on the collective" in root and "note: deadlock" not in root, root
+    assert "rank 0 called bcast float32[] root 0 but rank 1 called bcast float32[] root 1" in root, root
     assert "value 0.0" in texts(cells[11])
     own, own_fixed = texts(cells[12]), texts(cells[13])
     assert ("deadlock: rank 0 waits to receive from rank 1 (line 3), rank 1 to receive from rank 0 (line 3)"
