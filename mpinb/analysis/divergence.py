@@ -110,11 +110,9 @@ def _first_difference(comm: int, size: int, members: list[int], known: Mapping[i
         if pos is None:
             continue
         complete = known[first].get("complete", True) and known[other].get("complete", True)
-        if a is not None and b is not None:
-            pass  # both called a collective there and they differ
-        elif not complete:
+        if (a is None or b is None) and not complete:
             continue  # one sequence ends where the kept runs end: nothing known beyond
-        elif (a is None and first not in finished) or (b is None and other not in finished):
+        if (a is None and first not in finished) or (b is None and other not in finished):
             continue  # the rank that called no more stopped early: its own error says why
         return Divergence(comm, size, pos, first, other, a, b,
                           sum(n for _, n in seqs[first]), sum(n for _, n in seqs[other]))
