@@ -1,6 +1,7 @@
 """The workshop notebooks, executed with nbclient on 2 ranks; their text renderings checked."""
 
 import os
+import re
 from pathlib import Path
 
 import jupytext
@@ -246,6 +247,8 @@ def test_hangs():
     branch = texts(cells[6])
     assert "deadlock: rank 0 waits in allreduce (line 3); rank 1 left the cell without calling it" in branch, branch
     assert "rank 0 was freed where it waited" in branch and "replayed" not in branch, branch
+    freed = r"state: freed where it waited, at Cell In\[\d+\], line 3 \(its cell failed there\)"
+    assert re.search(freed, branch), branch
     assert ("rank 0 called allreduce float32[] SUM (collective #1 on the world communicator in this cell), "
             "rank 1 finished the cell without calling it") in branch, branch  # what ran differs
     assert "total 1.0" in texts(cells[7])

@@ -86,3 +86,15 @@ def test_a_progress_bar_closed_without_keeping_it_leaves_nothing_shown():
     kept.handle = Handle()
     kept.close()
     assert kept.handle.shown[-1]["text/plain"].startswith("starting the controller: 0/2 engines")  # kept
+
+
+def test_a_rank_freed_where_it_waited_says_so_with_its_line():
+    from mpinb.wire.records import ErrorInfo, RankRecord
+
+    error = ErrorInfo("JaxRuntimeError", "ABORTED: mpinb.allreduce: rank 0: withdrawn before it ran")
+    records = {0: RankRecord(rank=0, ok=False, error=error), 1: RankRecord(rank=1, ok=True)}
+    result = CellResult("branch", [0, 1], records, {0: "", 1: ""}, {0: "", 1: ""}, {0: "failed", 1: "finished"}, 1.68,
+                        freed={0: {"cell": "In[7]", "line": 3}})
+    text = view.render_text(result)
+    assert "state: freed where it waited, at Cell In[7], line 3 (its cell failed there)" in text, text
+    assert "running" not in text, text

@@ -112,6 +112,7 @@ class CellRun:
         self.left_at: dict[int, float] = {}        # rank -> when its result was first seen
         self.last_proof: float | None = None
         self.woken: list[int] = []                 # ranks the stop button freed where they waited
+        self.freed_at: dict[int, dict | None] = {}  # ranks freed after a proven deadlock: where each waited
         self.report = state_reporter(stream)      # stream.state, if the stream shows states
 
     def run(self) -> CellResult:
@@ -136,6 +137,7 @@ class CellRun:
             result.elapsed = time.perf_counter() - self.t0  # the cell's whole time, its restart too
         else:
             freeing.tidy_after(self, result, freed, self.woken)
+            result.freed = self.freed_at
         return result
 
     def free_in_place(self) -> list[int]:
@@ -143,7 +145,10 @@ class CellRun:
         can be (mpinb.client.freeing); the ranks freed."""
         if self.deadlock is None or self.options.deadlock != "restart":
             return []
-        return freeing.free_in_place(self)
+        places = {r: self.cluster.where(r) for r, task in self.pending.items() if not task.ready()}
+        freed = freeing.free_in_place(self)
+        self.freed_at = {r: places.get(r) for r in freed}
+        return freed
 
     # ----------------------------------------------------------------------- submit
     def claim_cluster(self) -> None:

@@ -20,6 +20,7 @@ from .words import (
     RESULT_NAME,
     describe_inflight,
     finding_text,
+    freed_words_of,
     restarted_words,
     skipped_by,
     state_line,
@@ -53,6 +54,8 @@ def state_detail(result, rank: int) -> list[str]:
                 f"{skipped_by(result, rank)}"]
     if state == "restarted":
         return [f"state: {restarted_words(result.inflight.get(rank), result.where.get(rank))}"]
+    if state == "failed" and rank in getattr(result, "freed", {}):
+        return [f"state: {freed_words_of(result.freed[rank])}"]
     if state == "dead":
         lines = [f"state: dead, {result.dead.get(rank, 'process ended')}"]
         fault = result.faults.get(rank, "").strip()

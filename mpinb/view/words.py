@@ -123,6 +123,13 @@ def restarted_words(inflight: dict | None, where: dict | None = None) -> str:
     return f"{said}; it was {describe_where(where)}" if where else said
 
 
+def freed_words_of(where: dict | None) -> str:
+    """What became of a rank freed where it waited after a proven deadlock: 'freed where it
+    waited, at Cell In[7], line 3 (its cell failed there)'."""
+    return f"freed where it waited, {describe_where(where)} (its cell failed there)" if where else (
+        "freed where it waited (its cell failed there)")
+
+
 def finding_text(w, ranks, link: bool = True, brief: bool | None = None, count: int = 1) -> str:
     """One layout finding in plain words, with the ranks it was found on; a small info finding
     in one line (``brief``, by default for those: ``w.small``), ``count`` times."""
