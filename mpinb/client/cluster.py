@@ -186,9 +186,10 @@ class MPICluster(ClusterHealth):
     def running(self) -> bool:
         return self.client is not None
 
-    def start(self) -> MPICluster:
+    def start(self, keep_progress: bool = True) -> MPICluster:
         """Start the controller and n MPI engines and set them up; raise ClusterError if they do
-        not come up within start_timeout."""
+        not come up within start_timeout. ``keep_progress=False``: take the progress bar away
+        once done."""
         if self.running:
             raise ClusterError("cluster already running; stop() or restart() it first")
         t0 = time.perf_counter()
@@ -196,7 +197,7 @@ class MPICluster(ClusterHealth):
         try:
             self._start(t0, progress)
         finally:
-            progress.close()
+            progress.close(keep=keep_progress)
         return self
 
     def _start(self, t0: float, progress: StartProgress) -> None:
@@ -347,12 +348,14 @@ class MPICluster(ClusterHealth):
 
         return attach(cls, cluster_id, force=force)
 
-    def restart(self, replay_setup: bool = True) -> MPICluster:
+    def restart(self, replay_setup: bool = True, keep_progress: bool = True) -> MPICluster:
         """Kill and start a cluster of the same size; replay the cells marked as setup. The
-        notebook's own state is untouched; only the engines' namespaces start afresh."""
+        notebook's own state is untouched; only the engines' namespaces start afresh.
+        ``keep_progress=False``: the start's progress bar is taken away once done (a restart
+        inside a cell, whose view says it)."""
         cells = list(self.setup_cells)
         self._teardown()
-        self.start()
+        self.start(keep_progress=keep_progress)
         if replay_setup:
             for code in cells:
                 self.run_cell(code, CellOptions(setup=True))

@@ -12,8 +12,9 @@ import dataclasses
 import traceback
 from typing import Literal
 
-#: what a rank did with a cell: ran it to the end, raised, is still in it, or its process ended
-State = Literal["finished", "failed", "running", "dead"]
+#: what a rank did with a cell: ran it to the end, raised, is still in it, its process ended,
+#: or its engine was restarted while in it (after a proven deadlock: the cell's work is gone)
+State = Literal["finished", "failed", "running", "dead", "restarted"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +52,9 @@ class RankRecord:
     # (time.time() of this rank's host); and how many more the library's ring no longer held
     timeline: list[tuple[str, float, float, int, int]] = dataclasses.field(default_factory=list, kw_only=True)
     timeline_dropped: int = dataclasses.field(default=0, kw_only=True)
+    # the collectives this rank called in the cell, as its library kept them (mpinb._ffi.ran(),
+    # ext/ran.pxi), compared across ranks by mpinb.analysis.divergence; None: not known
+    ran: dict | None = dataclasses.field(default=None, kw_only=True)
     # --compare --images: jit - eager of 2-D values that differ, sampled (values.sample)
     diff_images: dict = dataclasses.field(default_factory=dict, kw_only=True)
     # --compare: likely causes of its differences, one sentence each (mpinb.engine.traces.hints)
