@@ -10,7 +10,7 @@
 # The MPI watch does the same for mpi4py's receives, reading the same counter (ext/mpi_watch.c).
 # A sendrecv whose receive gave up still owns a send: it drains what arrives on its
 # communicator meanwhile (so that a ring of them completes its sends) for up to DRAIN_LIMIT
-# seconds, then waits for the send as before (a send that never completes needs a restart).
+# seconds, then waits for the send as MPI_Wait does (a send that never completes needs a restart).
 #
 # Collectives. In checked mode a collective first exchanges signatures (ext/checked.pxi); a rank
 # waiting there for ranks that left the cell is freed by those ranks joining the exchange with a
@@ -78,7 +78,7 @@ cdef double DRAIN_LIMIT = 2.0  # seconds a withdrawn sendrecv drains its communi
 # A polling wait spins this long before it yields its core between polls: a message that comes
 # within it (a peer on a core of its own) is seen at once; after it, every poll first offers the
 # core to any rank that shares it (a yield with no one to run returns at once). 2 us keeps the
-# dedicated-core exchange as fast as before (benchmarks/halo.py).
+# dedicated-core exchange as fast as a blocking probe (benchmarks/halo.py).
 cdef double SPIN_SECONDS = 2e-6
 
 

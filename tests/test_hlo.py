@@ -30,7 +30,7 @@ def test_safe_transpose_has_only_relayout_warnings_with_sizes_and_source():
     feeding = [w for w in warnings if "to feed mpinb_alltoall" in w.message]
     assert len(feeding) == 1 and "(192 B)" in feeding[0].message
     assert feeding[0].source.startswith("/tmp/gen.py:9 (mk.<locals>.f)")
-    assert hlo.collective_sequence(module) == ["mpinb_alltoall f32[2,4,6]"]
+    assert [sig for sig, _ in hlo.collective_steps(module)] == ["mpinb_alltoall f32[2,4,6]"]
 
 
 def test_follow_producer_is_the_seed_bug_signature():
@@ -63,7 +63,8 @@ def test_same_sequences_are_not_divergent():
 
 
 def test_highlight_marks_only_non_row_major():
-    marked = hlo_text.highlight_layouts(load("follow_transpose.hlo.txt"), only_custom_calls=True)
+    lines = hlo_text.marked_lines(load("follow_transpose.hlo.txt"), only_custom_calls=True)
+    marked = "\n".join(line for line, _ in lines)
     assert "<<f32[2,4,6]{2,0,1}>>" in marked
     assert "<<f32[2,4,6]{2,1,0}>>" not in marked
 

@@ -324,11 +324,6 @@ def collective_steps(module: Module) -> list[tuple[str, str | None]]:
             if is_collective(inst) for sig in [collective_signature(module, inst)] if sig is not None]
 
 
-def collective_sequence(module: Module) -> list[str]:
-    """The collectives of a module that all ranks must agree on, in scheduled order."""
-    return [sig for sig, _ in collective_steps(module)]
-
-
 def divergence_warnings(per_rank: Mapping[int, Iterable[Module]]) -> list[HloWarning]:
     """Warning 4, for XLA's own collectives (mpinb's are compared as they run:
     mpinb.analysis.divergence): the same module name compiled on several ranks in the cell to

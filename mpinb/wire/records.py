@@ -9,7 +9,6 @@ are the summaries of :func:`mpinb.wire.values.summarize`; comparisons are
 from __future__ import annotations
 
 import dataclasses
-import traceback
 from typing import Literal
 
 #: what a rank did with a cell: ran it to the end, raised, is still in it, its process ended,
@@ -24,11 +23,6 @@ class ErrorInfo:
     ename: str
     evalue: str
     traceback: str = ""
-
-    @classmethod
-    def from_exception(cls, exc: BaseException, tb=None) -> ErrorInfo:
-        text = "".join(traceback.format_exception(type(exc), exc, tb if tb is not None else exc.__traceback__))
-        return cls(ename=type(exc).__name__, evalue=str(exc), traceback=text)
 
     def __str__(self) -> str:
         return f"{self.ename}: {self.evalue}"
