@@ -142,7 +142,7 @@ def test_live_states_while_a_cell_waits(cluster):
                 and all(now.get(r, ("",))[:3:2] == ("running", "barrier") for r in (0, 1)))
 
     states = States(wanted)
-    # deadlock="off": proven, that deadlock would end the cell by itself (tests/test_deadlocks.py)
+    # deadlock="off": proven, that deadlock would end the cell by itself (tests/test_deadlocks_on_cluster.py)
     res = cluster.run_cell("if rank != 2:\n    mpi.barrier()", stream=states, deadlock="off")
     assert states.seen is not None, states.now
     assert states.seen[0][1] > 0 and states.seen[2][1] < states.seen[0][1]
