@@ -40,7 +40,7 @@ from ..errors import (
 )
 from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
 from ..options import CellOptions
-from . import lifetime, registry
+from . import lifetime, registry, upkeep
 from .controller import start_controller
 from .health import ClusterHealth
 from .preflight import ask_every_engine, check_ranks
@@ -205,6 +205,7 @@ class MPICluster(ClusterHealth):
 
         self.lost = None
         self.outstanding = {}
+        upkeep.survey()  # the files of clusters that ended without a word go, a dead watchdog is replaced
         self.workdir = tempfile.mkdtemp(prefix="mpinb-")
         os.makedirs(self.status_dir)
         if not self.cluster_id:
