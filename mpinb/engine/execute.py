@@ -19,7 +19,7 @@ from ..options import CellOptions
 from ..wire import values
 from ..wire.cells import cell_filename
 from ..wire.records import RankRecord
-from . import hlo_capture, passes, settle, traces, withdraw
+from . import cell_sources, hlo_capture, passes, settle, traces, withdraw
 from .code import error_info, execute_code, namespace
 from .state import STATE
 
@@ -39,7 +39,7 @@ def execute_cell(code: str, options: CellOptions, participants: tuple[int, ...] 
     withdraw.begin_cell()  # only a wake from now on frees this cell's receives
     try:
         filename = cell_filename(cell_no)
-        STATE.cell_labels[filename] = options.label or filename
+        cell_sources.remember(filename, options.label or filename, code)
         record = _run(code, filename, options)
         traces.note_traces(namespace())
         events, record.timeline_dropped = lib.timeline(calls_before)
