@@ -29,7 +29,7 @@ KINDS = {
              "test_validation_properties.py", "test_cluster_config.py", "test_library.py",
              "test_stall.py", "test_package.py", "test_preflight.py", "test_deadlock.py",
              "test_freeing.py", "test_by_name.py", "test_identity.py", "test_notebook_client.py",
-             "test_bounded_records.py"],
+             "test_bounded_records.py", "test_upkeep_verdicts.py"],
     # the collective suite: in this process (world size 1), and on 2 and 4 ranks by test_ranks.py
     "multi_rank": ["collectives/", "test_ranks.py", "test_mpi_watch.py"],
     "cluster": ["test_magic.py", "test_faults.py", "test_output.py", "test_soak.py", "test_notebooks.py",
