@@ -40,11 +40,12 @@ from ..errors import (
 )
 from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
 from ..options import CellOptions
-from . import lifetime, registry
+from . import lifetime, registry, upkeep
 from .controller import start_controller
 from .health import ClusterHealth
 from .preflight import ask_every_engine, check_ranks
 from .progress import StartProgress
+from .settled_messages import SettledMessages
 
 DEFAULT_START_TIMEOUT = 120.0
 
@@ -146,6 +147,7 @@ class MPICluster(ClusterHealth):
         self.outstanding: dict = {}       # rank -> RankTask of a cell that has not finished
         self._watched: dict = {}          # rank -> RankTask of the cell being run (its status)
         self._views: dict = {}            # ranks -> DirectView of them (made once per client)
+        self._settled = SettledMessages()  # ipyparallel's records of earlier cells' messages, forgotten
         self.lost: str | None = None      # why the MPI job is gone, once it is
         self._own_cluster_id = False      # the id was made here (a restart makes a new one)
 
@@ -206,6 +208,7 @@ class MPICluster(ClusterHealth):
 
         self.lost = None
         self.outstanding = {}
+        upkeep.survey()  # the files of clusters that ended without a word go, a dead watchdog is replaced
         self.workdir = tempfile.mkdtemp(prefix="mpinb-")
         os.makedirs(self.status_dir)
         if not self.cluster_id:
@@ -407,7 +410,11 @@ class MPICluster(ClusterHealth):
         from .cell_run import CellRun
 
         options = CellOptions(**keywords) if options is None else options
+        client = self.client
+        mark = self._settled.begin(client) if client is not None else 0
         result = CellRun(self, code, options, stream=stream).run()
+        if client is not None and client is self.client:  # after a restart the old client is gone
+            self._settled.end(client, [v for v in self._views.values() if v.client is client], mark)
         if options.setup and code not in self.setup_cells and result.ok:
             self.setup_cells.append(code)
             registry.update(self.cluster_id, setup_cells=self.setup_cells)

@@ -20,7 +20,7 @@ from ..options import CellOptions
 from ..wire import values
 from ..wire.cells import cell_filename
 from ..wire.records import RankRecord
-from . import hlo_capture, passes, settle, traces, withdraw
+from . import cell_sources, hlo_capture, passes, settle, traces, withdraw
 from .code import error_info, execute_code, namespace
 from .state import STATE
 
@@ -41,7 +41,7 @@ def execute_cell(code: str, options: CellOptions, participants: tuple[int, ...] 
     withdraw.begin_cell()  # only a wake from now on frees this cell's receives
     try:
         filename = cell_filename(cell_no)
-        STATE.cell_labels[filename] = options.label or filename
+        cell_sources.remember(filename, options.label or filename, code)
         record = _run(code, filename, options)
         traces.note_traces(namespace())
         record.ran = lib.ran()
