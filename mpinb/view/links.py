@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from ..workshop import DEFAULT_DIR
+from ..tutorials import DEFAULT_DIR
 
 #: where a tutorial is looked for, relative to the notebook's folder
 FOLDERS = (".", DEFAULT_DIR)
