@@ -14,7 +14,7 @@ column, for each pattern:
   ``--iterations``, each result the next operand, per iteration (``--loops`` runs of each
   column; a run's mean is one sample); raw mpi4py makes the same number of calls in a Python
   loop, ping-ponging two preallocated buffers, out of place, where mpinb's loop body runs in
-  place (README, "In place"). An eager call has no such pattern.
+  place (docs/library.md, "In place"). An eager call has no such pattern.
 
     mpiexec -n 2 python benchmarks/patterns.py [--mib 1,16] [--ops alltoall,allreduce]
 

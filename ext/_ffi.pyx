@@ -14,7 +14,7 @@ This module never imports the Python layer above it; mpinb.mpi.library loads it 
 mpi4py.MPI has initialised MPI and loaded libmpi.
 """
 
-from libc.stdint cimport int64_t, intptr_t
+from libc.stdint cimport int64_t, intptr_t, uint64_t
 from libc.limits cimport INT_MAX
 from libc.string cimport memcmp, memcpy, memset, strlen
 from libc.stdio cimport snprintf, fprintf, fflush, stderr
@@ -177,6 +177,9 @@ cdef int enter(Call* c, int64_t nbytes, int peer) noexcept nogil:
     g_inflight.t0 = c.t0
     record_waits(c)
     g_inflight.active = 1
+    if c.f != NULL:
+        note_ran(c, checked_buffer(c), check == CHECK_TRAILING,
+                 c.root if op_attributes(c.opcode) & ATTR_ROOT else -1)  # ext/ran.pxi
     if g_checked and check != CHECK_NOTHING and c.f != NULL:
         g_inflight.agreeing = 1
         rc = check_agreement(c, checked_buffer(c), check == CHECK_TRAILING,
@@ -290,6 +293,7 @@ cdef inline void* send_ptr(const XLA_FFI_Buffer* x, const XLA_FFI_Buffer* y) noe
 
 
 include "waits.pxi"
+include "ran.pxi"
 include "withdraw.pxi"
 include "in_place.pxi"
 include "overlap.pxi"

@@ -91,6 +91,22 @@ cdef void describe_sig(const int64_t* s, char* out, int n) noexcept nogil:
                  <long long>s[S_SEQ])
 
 
+cdef void fill_signature(Call* c, const XLA_FFI_Buffer* b, bint trailing_only, int64_t root,
+                         int64_t* sig) noexcept nogil:
+    """Checked mode's signature of c (SIG_LEN fields) without its call number."""
+    cdef int i
+    memset(sig, 0, SIG_LEN * sizeof(int64_t))
+    sig[S_MAGIC] = SIG_MAGIC
+    sig[S_OP] = c.opcode
+    sig[S_REDUCE] = reduce_code(c)
+    sig[S_ROOT] = root
+    if b != NULL:
+        sig[S_DTYPE] = <int64_t>b.dtype
+        sig[S_NDIM] = b.rank
+        for i in range(min(<int>b.rank, <int>SIG_DIMS)):
+            sig[S_DIM0 + i] = -1 if (trailing_only and i == 0) else b.dims[i]
+
+
 cdef int check_agreement(Call* c, const XLA_FFI_Buffer* b, bint trailing_only,
                          int64_t root) noexcept nogil:
     """Collective signature exchange; 0 if every rank agrees, else 1 with c.err set."""
@@ -102,17 +118,8 @@ cdef int check_agreement(Call* c, const XLA_FFI_Buffer* b, bint trailing_only,
     cdef char a[300]
     cdef char b_[300]
     cdef char what[MSG_LEN - 40]
-    memset(mine, 0, sizeof(mine))
-    mine[S_MAGIC] = SIG_MAGIC
+    fill_signature(c, b, trailing_only, root, mine)
     mine[S_SEQ] = next_call_number(c)
-    mine[S_OP] = c.opcode
-    mine[S_REDUCE] = reduce_code(c)
-    mine[S_ROOT] = root
-    if b != NULL:
-        mine[S_DTYPE] = <int64_t>b.dtype
-        mine[S_NDIM] = b.rank
-        for i in range(min(<int>b.rank, <int>SIG_DIMS)):
-            mine[S_DIM0 + i] = -1 if (trailing_only and i == 0) else b.dims[i]
     every = <int64_t*>malloc(SIG_LEN * c.size * sizeof(int64_t))
     if every == NULL:
         return fail(c, XLA_FFI_Error_Code_INTERNAL, b"checked mode: out of memory")

@@ -219,15 +219,21 @@ static int withdrawn(MPI_Comm comm) {
 
 static inline int withdrawable(void) { return g_wakes != NULL; }
 
+/* How long a polling receive spins before it yields between polls (as SPIN_SECONDS in
+ * ext/withdraw.pxi). */
+static const double SPIN_SECONDS = 2e-6;
+
 /* MPI_Mprobe (msg != NULL) or MPI_Probe that the wake withdraws. */
 static int probe_or_withdraw(int source, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *status) {
   int flag = 0, rc;
+  double spin_until = PMPI_Wtime() + SPIN_SECONDS;
   for (;;) {
     rc = msg ? PMPI_Improbe(source, tag, comm, &flag, msg, status) : PMPI_Iprobe(source, tag, comm, &flag, status);
     if (rc != MPI_SUCCESS || flag) return rc;
     if (__atomic_load_n(g_wakes, __ATOMIC_RELAXED) != __atomic_load_n(g_wake_base, __ATOMIC_RELAXED))
       return withdrawn(comm);
-    sched_yield(); /* as MPICH's own blocking wait does: ranks may share a core */
+    /* past a short spin, offer the core between polls: ranks may share it (ext/withdraw.pxi) */
+    if (PMPI_Wtime() >= spin_until) sched_yield();
   }
 }
 

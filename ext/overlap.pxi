@@ -10,7 +10,7 @@
 # depends on this one's result, so XLA does not start it before the future is set.
 #
 # Off by default: on XLA:CPU it gains little (benchmarks/overlap.py measures a halo-exchange step
-# both ways; README, Performance). Never used in checked mode (its agreement reads the call frame,
+# both ways; docs/performance.md, Overlap). Never used in checked mode (its agreement reads the call frame,
 # which XLA may reuse after the handler returns), nor with huge pages on (their table is kept
 # under the collective lock, which the handler does not hold), nor without MPI_THREAD_MULTIPLE
 # (the progress thread calls MPI beside the caller).

@@ -1,15 +1,16 @@
 # Freeing a rank where it waits, so that its engine keeps its variables (after a proven
 # deadlock, or at the stop button; mpinb.engine.withdraw, mpinb.client.freeing).
 #
-# Receives. Once install_wake(signum) has run, mpinb's receives (recv, the receive half of
-# sendrecv) are matched by polling MPI_Improbe instead of blocking in MPI_Mprobe, and between
-# polls they read a counter that the signal's handler increments. Once it moved during the
+# Receives. mpinb's receives (recv, the receive half of sendrecv) are matched by polling
+# MPI_Improbe, never by blocking in MPI_Mprobe (probe_or_withdraw says why). Once
+# install_wake(signum) has run, between polls they read a counter that the signal's handler
+# increments. Once it moved during the
 # current cell (begin_cell() keeps its value when a cell starts), a receive that has matched
 # nothing gives up: nothing was consumed, and the call fails with an ABORTED error saying so.
 # The MPI watch does the same for mpi4py's receives, reading the same counter (ext/mpi_watch.c).
 # A sendrecv whose receive gave up still owns a send: it drains what arrives on its
 # communicator meanwhile (so that a ring of them completes its sends) for up to DRAIN_LIMIT
-# seconds, then waits for the send as before (a send that never completes needs a restart).
+# seconds, then waits for the send as MPI_Wait does (a send that never completes needs a restart).
 #
 # Collectives. In checked mode a collective first exchanges signatures (ext/checked.pxi); a rank
 # waiting there for ranks that left the cell is freed by those ranks joining the exchange with a
@@ -66,7 +67,7 @@ cdef struct Dropped:
     int tag
     int64_t nbytes
 
-cdef int g_wake_signal = 0    # install_wake()'s signal; 0: receives block in MPI_Mprobe
+cdef int g_wake_signal = 0    # install_wake()'s signal; 0: receives are not withdrawable
 cdef MPI_Comm g_withdrawn_comms[KEPT_COMMS]
 cdef int g_nwithdrawn_comms = 0
 cdef Dropped g_drained[KEPT_DROPS]
@@ -74,6 +75,17 @@ cdef int g_ndrained = 0
 cdef int64_t g_drained_more = 0  # drained beyond KEPT_DROPS
 cdef MPI_Comm g_default_comm = MPI_COMM_NULL  # mpinb's clone of COMM_WORLD (set_default_comm)
 cdef double DRAIN_LIMIT = 2.0  # seconds a withdrawn sendrecv drains its communicator for its send
+# A polling wait spins this long before it yields its core between polls: a message that comes
+# within it (a peer on a core of its own) is seen at once; after it, every poll first offers the
+# core to any rank that shares it (a yield with no one to run returns at once). 2 us keeps the
+# dedicated-core exchange as fast as a blocking probe (benchmarks/halo.py).
+cdef double SPIN_SECONDS = 2e-6
+
+
+cdef inline void wait_turn(double spin_until) noexcept nogil:
+    """Between two polls of a wait: past spin_until, give the core to whoever else can run."""
+    if MPI_Wtime() >= spin_until:
+        sched_yield()
 
 
 cdef int world_of(MPI_Comm comm, int r) noexcept nogil:
@@ -122,20 +134,25 @@ cdef void note_withdrawn(Call* c, int source, int tag) noexcept nogil:
 
 cdef int probe_or_withdraw(Call* c, int source, int tag, MPI_Message* msg,
                            MPI_Status* status) noexcept nogil:
-    """MPI_Mprobe that the wake signal withdraws. Returns an MPI return code; when withdrawn,
-    MPI_SUCCESS with c.err set and nothing matched."""
-    if g_wake_signal == 0:
-        return MPI_Mprobe(source, tag, c.comm, msg, status)
+    """Match a message as MPI_Mprobe does, but by polling MPI_Improbe, so that the wait gives
+    its core away (see wait_turn) and, once install_wake() ran, the wake signal withdraws it.
+    Returns an MPI return code; when withdrawn, MPI_SUCCESS with c.err set and nothing matched.
+
+    Never MPI_Mprobe itself: on MPICH 5 a rank blocked in it keeps polling for its whole time
+    slice, so with more ranks than cores the rank it waits for runs only between slices
+    (measured: a 100-float recv on 2 ranks sharing a core took 7.9 ms against raw mpi4py's
+    17 us; tests/test_shared_cores.py)."""
     cdef int flag = 0
     cdef int rc
+    cdef double spin_until = MPI_Wtime() + SPIN_SECONDS
     while True:
         rc = MPI_Improbe(source, tag, c.comm, &flag, msg, status)
         if rc != MPI_SUCCESS or flag:
             return rc
-        if mpinb_woken():
+        if g_wake_signal != 0 and mpinb_woken():
             note_withdrawn(c, source, tag)
             return MPI_SUCCESS
-        sched_yield()  # as MPICH's own blocking wait does: ranks may share a core
+        wait_turn(spin_until)
 
 
 cdef void note_drained(MPI_Comm comm, MPI_Status* status, int64_t nbytes) noexcept nogil:
@@ -198,7 +215,7 @@ cdef int finish_send_draining(MPI_Comm comm, MPI_Request* sending) noexcept nogi
         rc = MPI_Test(sending, &done, MPI_STATUS_IGNORE)
         if rc != MPI_SUCCESS or done:
             return rc
-        sched_yield()
+        sched_yield()  # a freed rank has no hurry: its peers may share its core
     return MPI_Wait(sending, MPI_STATUS_IGNORE)
 
 

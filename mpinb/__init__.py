@@ -8,7 +8,7 @@
 
 The code is arranged by side of the wire: ``client/`` (the notebook's side), ``engine/`` (each
 rank's), ``launch/`` (starting the MPI job), ``wire/`` (what crosses), ``analysis/`` and
-``view/`` (what the notebook makes of it); the README's "How the code is arranged" lists the files.
+``view/`` (what the notebook makes of it); the documentation's API pages (docs/api.md) list the modules.
 """
 
 __all__ = ["CellOptions", "MPICluster", "ViewOptions", "__version__"]

@@ -74,7 +74,8 @@ class CellFailed(MpinbError):
     (``--no-raise`` turns it off). ``.result`` is the cell's result (mpinb.client.result)."""
 
     #: how each state that fails a cell is said
-    WORDS: typing.ClassVar[dict[str, str]] = {"failed": "failed", "dead": "died", "running": "still running"}
+    WORDS: typing.ClassVar[dict[str, str]] = {"failed": "failed", "dead": "died", "running": "still running",
+                                              "restarted": "restarted"}
 
     def __init__(self, result):
         self.result = result
@@ -87,6 +88,8 @@ class CellFailed(MpinbError):
                 problems.append(f"rank {rank} {result.dead.get(rank, 'died')}")
             elif state == "running":
                 problems.append(f"rank {rank} still running")
+            elif state == "restarted":
+                problems.append(f"rank {rank} restarted")
         super().__init__(f"{len(problems)} of {len(result.ranks)} ranks did not finish the cell: "
                          + "; ".join(problems))
 

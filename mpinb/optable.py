@@ -4,7 +4,7 @@
 build time, like pyzmq's constants): the opcode enum, the op names, each op's attributes (as a
 bit mask that ``decode_attrs`` checks: no unknown, foreign or missing attribute reaches a
 handler), what checked mode compares for each op (``CHECKS``, whose handler rule sits next to
-the rule of the HLO divergence check), the reduction ops of checked mode, and
+the rule read in compiled HLO), the reduction ops of checked mode, and
 ``registrations()``, which pairs each target ``mpinb_<op>`` with its handler ``h_<op>`` (a
 missing handler is a compile error). On the Python side, ``make_primitive`` checks that a
 primitive passes exactly its op's attributes.
@@ -43,7 +43,8 @@ class Check:
     """What the ranks of the communicator must agree on for one op, beyond the op itself, as
     two rules read side by side:
 
-    ``hlo``: what mpinb/hlo.py's divergence check compares in each rank's compiled HLO
+    ``hlo``: what the ranks must agree on, read in a rank's compiled HLO (mpinb/analysis/hlo.py
+    ``collective_signature``)
       "operand"  - the data operand's dtype and shape (root and non-root pass the same shape;
                    an op without data operand, barrier: the op alone)
       "result"   - the result's dtype and shape (scatter: root passes (nproc, ...); allgatherv:
@@ -52,7 +53,8 @@ class Check:
       "nothing"  - point to point: ranks legitimately call different ops with different shapes
 
     ``handler``: (buffer, what) that checked mode exchanges before the MPI call (ext/checked.pxi;
-    ext/_ffi.pyx ``enter`` reads it from the generated ext/ops.pxi)
+    ext/_ffi.pyx ``enter`` reads it from the generated ext/ops.pxi), and what ext/ran.pxi keeps
+    of each call for the divergence finding (mpinb/analysis/divergence.py)
       buffer - "operand" (the first data operand), "result" (the first result) or None
       what   - "shape" (dtype and whole shape), "trailing" (dtype and the dimensions after the
                first), "op" (the op alone: no buffer) or "nothing" (no exchange at all)

@@ -17,8 +17,8 @@ import shlex
 from dataclasses import dataclass, field
 from importlib import resources
 
-#: where ``mpinb tutorials`` writes when no folder is given
-DEFAULT_DIR = "mpinb-tutorials"
+from .tutorials import DEFAULT_DIR
+
 #: the record of what mpinb wrote into a folder: notebook name -> sha256 of the text written
 RECORD = ".mpinb-tutorials.json"
 

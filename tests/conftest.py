@@ -27,14 +27,20 @@ _ROOT: list[str] = []
 KINDS = {
     "pure": ["test_compare.py", "test_display.py", "test_hlo.py", "test_layout.py", "test_status.py",
              "test_validation_properties.py", "test_cluster_config.py", "test_library.py",
-             "test_stall.py", "test_package.py", "test_preflight.py", "test_deadlock.py",
-             "test_freeing.py", "test_by_name.py", "test_abi.py"],
+             "test_stall.py", "test_package.py", "test_preflight.py", "test_deadlock_proof.py",
+             "test_freeing.py", "test_by_name.py", "test_docs_sources.py", "test_divergence.py",
+             "test_restarted_view.py", "test_identity.py", "test_notebook_client.py",
+             "test_bounded_records.py", "test_upkeep_verdicts.py",
+             "test_abi.py"],
     # the collective suite: in this process (world size 1), and on 2 and 4 ranks by test_ranks.py
-    "multi_rank": ["collectives/", "test_ranks.py", "test_mpi_watch.py"],
+    "multi_rank": ["collectives/", "test_ranks.py", "test_mpi_watch.py", "test_shared_cores.py"],
     "cluster": ["test_magic.py", "test_faults.py", "test_output.py", "test_soak.py", "test_notebooks.py",
-                "test_jax_native.py", "test_lifetime.py", "test_deadlocks.py", "test_controller.py"],
+                "test_jax_native.py", "test_lifetime.py", "test_cluster_upkeep.py", "test_deadlocks_on_cluster.py",
+                "test_controller.py", "test_divergence_cells.py"],
     "topology": ["test_other_host.py", "test_slurm.py"],
     "browser": ["test_browser.py"],
+    # the built documentation site in a browser: run last, after the notebook tests saved the runs it shows
+    "docs": ["test_docs_site.py"],
 }
 
 
@@ -57,9 +63,12 @@ def kind_of(path: str) -> str:
 
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
+    kinds = {}
     for item in items:
         path = os.path.relpath(str(item.path), here).replace(os.sep, "/")
-        item.add_marker(getattr(pytest.mark, kind_of(path)))
+        kinds[item] = kind_of(path)
+        item.add_marker(getattr(pytest.mark, kinds[item]))
+    items.sort(key=lambda item: kinds[item] == "docs")  # stable: the rest keep their order
 
 
 def pytest_unconfigure(config):

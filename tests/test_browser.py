@@ -383,3 +383,32 @@ def test_a_copied_tutorial_reads_the_same_after_a_kernel_restart_and_its_links_o
     assert broken == 0
     assert "/files/mine/02_debugging_transpose.ipynb" in href, href  # resolved from the notebook's folder
     assert cannot_open == 0 and in_view and tabs == 1, (cannot_open, box, tabs)
+
+
+def test_the_hangs_tutorial_shows_no_false_finding_and_no_running_rank_once_done(lab):
+    """06_hangs with Run All at 2 ranks, as an attendee runs it: each fix's view has no finding
+    (rank 0 took its allreduce from JAX's cache, rank 1 compiled it: the same collective ran);
+    the branch that only rank 0 calls has its divergent finding; the swap whose sends could
+    only be ended by restarting the engines says its ranks were restarted, no rank still
+    running, and keeps no progress bar of the restart. Screenshots: tests/artifacts/hangs-*.png."""
+    url, token, root = lab
+    shutil.copy(ROOT / "mpinb" / "tutorials" / "06_hangs.ipynb", root)
+    with browser_page("hangs-failure.png") as page:
+        open_notebook(page, f"{url}/lab/workspaces/hangs/tree/06_hangs.ipynb?reset&token={token}")
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        page.wait_for_selector("text=cluster stopped", timeout=600_000)
+        code = page.locator(".jp-Notebook .jp-CodeCell")
+        # textContent, not innerText: JupyterLab may skip the layout of cells out of view
+        outputs = [code.nth(i).locator(".jp-OutputArea").first.text_content() or "" for i in range(code.count())]
+        swap = code.nth(4)
+        swap.scroll_into_view_if_needed()
+        swap.screenshot(path=str(ARTIFACTS / "hangs-restarted.png"))
+        progress_bars = swap.locator(".mpinb-start").count()
+        code.nth(7).scroll_into_view_if_needed()
+        code.nth(7).screenshot(path=str(ARTIFACTS / "hangs-fixed-branch.png"))
+    for fixed in (3, 5, 7, 9, 11, 13):
+        assert "divergent" not in outputs[fixed] and "0 layout findings" in outputs[fixed], (fixed, outputs[fixed])
+    assert "rank 1 finished the cell without calling it" in outputs[6], outputs[6]
+    assert "restarted: ranks 0-1" in outputs[4] and "running" not in outputs[4], outputs[4]
+    assert progress_bars == 0 and "engines ready" not in outputs[4], outputs[4]

@@ -216,7 +216,7 @@ def test_records_are_typed_and_pickle():
     rec = result().records[1]
     assert pickle.loads(pickle.dumps(rec)) == rec  # noqa: S301 - our own bytes
     assert rec.error.ename == "ValueError" and str(rec.error) == "ValueError: boom"
-    assert set(typing.get_args(State)) == {"finished", "failed", "running", "dead"}
+    assert set(typing.get_args(State)) == {"finished", "failed", "running", "dead", "restarted"}
     assert set(result().states.values()) <= set(typing.get_args(State))
     with pytest.raises(TypeError):
         RankRecord(0, True, 0.0, None, None, {}, [], None, [], False, "extra")  # no stray fields

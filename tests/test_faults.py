@@ -142,7 +142,7 @@ def test_live_states_while_a_cell_waits(cluster):
                 and all(now.get(r, ("",))[:3:2] == ("running", "barrier") for r in (0, 1)))
 
     states = States(wanted)
-    # deadlock="off": proven, that deadlock would end the cell by itself (tests/test_deadlocks.py)
+    # deadlock="off": proven, that deadlock would end the cell by itself (tests/test_deadlocks_on_cluster.py)
     res = cluster.run_cell("if rank != 2:\n    mpi.barrier()", stream=states, deadlock="off")
     assert states.seen is not None, states.now
     assert states.seen[0][1] > 0 and states.seen[2][1] < states.seen[0][1]
@@ -306,7 +306,7 @@ def test_listens_on_loopback_only_or_encrypted(cluster):
     else:
         assert {e["host"] for e in cluster.engines} == {"mpinb-other-host"}
     mpi = loaded_mpi()
-    if mpi.implementation.launcher_listens_everywhere:  # Open MPI 4: its mpiexec alone (README)
+    if mpi.implementation.launcher_listens_everywhere:  # Open MPI 4: its mpiexec alone (docs/install.md)
         launcher = os.path.realpath(find_launcher(mpi, local=True))
         listening = listening_addresses([p for p in procs if executable(p) != launcher])
     assert set(listening) <= {"127.0.0.1", "::1"}, listening

@@ -1,6 +1,6 @@
 """The arrangement of the package, read from its source (pure: nothing is run).
 
-What "How the code is arranged" in the README promises a newcomer: no import circle between
+What the contributing page of the docs promises a newcomer: no import circle between
 mpinb's modules (imports inside functions included: a lazy import that goes back up the data's
 path is still a tangle), no module over about 450 lines, no function over about 60 lines of code.
 """
@@ -144,19 +144,3 @@ def test_no_function_is_over_about_60_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and code_lines(node) > MAX_FUNCTION_LINES:
                 long[f"{name}.{node.name}"] = code_lines(node)
     assert long == {}
-
-
-def test_the_readme_lists_every_file_of_the_package():
-    """"How the code is arranged" names each module (subpackages' own __init__ excepted)."""
-    readme = (PACKAGE.parent / "README.md").read_text()
-    table = readme[readme.index("## How the code is arranged"):]
-    table = table[: table.index("\n## ", 1)]
-    missing = []
-    for path in module_files().values():
-        rel = path.relative_to(PACKAGE)
-        if rel.name == "__init__.py" and rel.parent != pathlib.Path("."):
-            continue
-        shown = f"`mpinb/{rel}`" if rel.parent == pathlib.Path(".") else f"`{rel}`"
-        if shown not in table:
-            missing.append(shown)
-    assert missing == []

@@ -16,52 +16,16 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
+from support.holders import cluster_processes, start_holder, start_kept
 from support.topology import OTHER_HOST, SLURM, make_cluster
 
 from mpinb.client import registry
 
-TESTS = Path(__file__).resolve().parent
 #: the issue's bound: every process gone within a minute of the holder's death
 BOUND = 60.0
-
-HOLDER = """
-import sys, time
-sys.path.insert(0, {tests!r})
-from support.topology import make_cluster
-cluster = make_cluster(2, **{options!r}).start()
-print("STARTED", cluster.cluster_id, flush=True)
-time.sleep(3600)
-"""
-
-
-def cluster_processes(cluster_id: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid == os.getpid():
-                continue
-            if proc.environ().get("MPINB_CLUSTER_ID") == cluster_id or cluster_id in " ".join(proc.cmdline()):
-                found.append(proc)
-        except psutil.Error:  # ended meanwhile, or a zombie
-            continue
-    return found
-
-
-def start_holder(**options) -> tuple[subprocess.Popen, str]:
-    script = HOLDER.format(tests=str(TESTS), options=options)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("STARTED "):
-            return proc, line.split()[1]
-    proc.wait()
-    pytest.fail("the holder did not start its cluster:\n" + "".join(lines[-40:]))
 
 
 LAUNCHERS = [{}] if (OTHER_HOST or SLURM) else [{}, {"mpi_args": ["-bind-to", "none"]}]
@@ -89,6 +53,28 @@ def test_a_holder_killed_by_sigkill_leaves_no_process_behind(options):
             holder.kill()
 
 
+def test_a_holder_killed_and_left_a_zombie_counts_as_gone():
+    """A kernel killed by SIGKILL whose parent does not reap it (here: this test, until the end)
+    stays a zombie: it runs no code, and its cluster ends as if it had been reaped."""
+    holder, cluster_id = start_holder()
+    try:
+        assert cluster_processes(cluster_id)
+        holder.kill()  # and no wait(): the holder stays a zombie, this test its parent
+        while psutil.Process(holder.pid).status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.05)
+        killed = time.monotonic()
+        left = cluster_processes(cluster_id)
+        while left and time.monotonic() - killed < BOUND:
+            time.sleep(0.5)
+            left = cluster_processes(cluster_id)
+        assert psutil.Process(holder.pid).status() == psutil.STATUS_ZOMBIE  # still unreaped at the end
+        assert not left, [(p.pid, " ".join(p.cmdline())[:120]) for p in left]
+        assert registry.read(cluster_id) is None
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_a_long_silent_cell_is_not_taken_for_a_dead_holder():
     """The watchdog watches the holder's process, never the engines' messages: a cell that says
     nothing for longer than the watchdog's period finishes, and the cluster stays registered."""
@@ -100,29 +86,6 @@ def test_a_long_silent_cell_is_not_taken_for_a_dead_holder():
         assert record is not None and registry.alive(record["holder"])
         assert record["holder"]["pid"] == os.getpid()
     assert registry.read(cluster_id) is None  # stopped by its holder: unregistered
-
-
-KEPT = """
-import sys, time
-sys.path.insert(0, {tests!r})
-from support.topology import make_cluster
-cluster = make_cluster(2, keep_alive={keep!r}).start()
-assert cluster.run_cell("from mpi4py import MPI\\nx = 10 * MPI.COMM_WORLD.Get_rank()", setup=True).ok
-print("STARTED", cluster.cluster_id, flush=True)
-time.sleep(3600)
-"""
-
-
-def start_kept(keep: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-c", KEPT.format(tests=str(TESTS), keep=keep)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("STARTED "):
-            return proc, line.split()[1]
-    proc.wait()
-    pytest.fail("the holder did not start its cluster:\n" + "".join(lines[-40:]))
 
 
 def test_a_kept_alive_cluster_survives_its_kernel_and_a_new_one_attaches_with_the_variables():

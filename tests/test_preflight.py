@@ -55,8 +55,7 @@ def test_a_library_that_does_not_load_anywhere_is_named_too():
 
 def test_more_ranks_than_cores_is_a_note_per_host():
     notes = oversubscribed(ranks(hosts=("a", "a", "a", "b")))
-    assert notes == ["3 ranks on a, which has 2 cores: fine for correctness, slow for timing (each rank's MPI "
-                     "waits busy)"]
+    assert len(notes) == 1 and notes[0].startswith("3 ranks on a, which has 2 cores:"), notes
     assert oversubscribed(ranks()) == []
 
 

@@ -1,5 +1,6 @@
 """Soak: 200 consecutive %%mpijax cells and 1,000 jitted collectives on 2 ranks; memory and
-file descriptors of the engines and of the notebook process must not grow."""
+file descriptors of the engines and of the notebook process must not grow, and what mpinb keeps
+per cell (ipyparallel's message records, the engines' cell labels) stays bounded."""
 
 import contextlib
 import io
@@ -50,6 +51,10 @@ def test_soak(ip):
                       f"    f(x).block_until_ready()\nmpi.counters()['calls'] - calls0")
     assert res.records[0].result["repr"] == str(COLLECTIVES)
     after = usage(ip)
+    cluster = ip.magics_manager.registry["MpiJaxMagics"].cluster  # what mpinb keeps per cell is bounded
+    assert len(cluster.client.history) < 20 and len(cluster.client.metadata) < 20, len(cluster.client.history)
+    labels = run(ip, "", "from mpinb.engine.state import STATE\nlen(STATE.cell_labels)")
+    assert int(labels.records[0].result["repr"]) < 40, labels.records[0].result
     for (mem0, fd0), (mem1, fd1) in zip(before, after, strict=False):
         assert mem1 - mem0 < MEMORY_SLACK_MB, (before, after)
         assert fd1 - fd0 <= FD_SLACK, (before, after)

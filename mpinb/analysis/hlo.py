@@ -12,9 +12,10 @@ user's source line:
    choose row-major, so it is correct by luck here; GPU layout assignment did not.
 3. ``relayout``: a copy or materialised transpose feeding, or fed by, an MPI collective, with
    its size (the price of pinning row-major layouts, worth seeing in a distributed transpose).
-4. ``divergent``: ranks compiled different sequences of collectives for the same function,
-   or some ranks compiled a function holding collectives that the others did not compile in
-   the same cell: a deadlock risk.
+4. ``divergent``: ranks compiled different sequences of XLA's own collectives for the same
+   function: a deadlock risk. mpinb's collectives are compared as the ranks ran them
+   (mpinb.analysis.divergence, worded as the same kind of finding): what a rank compiled in a
+   cell says nothing of a rank that took the same computation from JAX's cache.
 
 Collectives are mpinb's custom calls (and mpi4jax's) and XLA's own (``all-reduce``,
 ``all-to-all``, ``all-gather``, ``reduce-scatter``, ``collective-permute``, ...), which
@@ -30,7 +31,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..optable import AGREEMENT
-from .grouping import label
 from .hlo_text import Array, Instruction, Module, human_bytes, parse_arrays, parse_module
 
 #: the severities of findings, most severe first
@@ -51,7 +51,7 @@ class Reference:
     """Where a finding is explained: a section of a document that ships with mpinb (the view
     links it from where the user's notebook is: mpinb.view.links)."""
 
-    document: str    # a tutorial notebook's file name, or README.md
+    document: str    # a tutorial notebook's file name
     anchor: str      # the section's anchor, as JupyterLab names headings
     title: str       # the section's title, in words
 
@@ -77,9 +77,10 @@ KINDS = {
         Reference(TUTORIAL, "Reproducing-the-symptom-on-CPU:-jitted-wrong,-eager-right-(warning-1)",
                   "Reproducing the symptom on CPU: jitted wrong, eager right")),
     "divergent": Kind(
-        "error", "the ranks compiled different collectives: they may deadlock or mix data",
+        "error", "the ranks ran (or compiled) different collectives: they may deadlock or mix data",
         "make every rank call the same collectives in the same order with the same shapes",
-        Reference("README.md", "troubleshooting", "Troubleshooting")),
+        Reference("06_hangs.ipynb", "A-collective-inside-a-branch-that-depends-on-the-rank",
+                  "A collective inside a branch that depends on the rank")),
     "unconstrained": Kind(
         "warning", "a custom call without layout constraints: row-major here, maybe not on GPU",
         "pin its operand and result layouts (mpinb's collectives do)",
@@ -323,44 +324,29 @@ def collective_steps(module: Module) -> list[tuple[str, str | None]]:
             if is_collective(inst) for sig in [collective_signature(module, inst)] if sig is not None]
 
 
-def collective_sequence(module: Module) -> list[str]:
-    """The collectives of a module that all ranks must agree on, in scheduled order."""
-    return [sig for sig, _ in collective_steps(module)]
-
-
-def divergence_warnings(per_rank: Mapping[int, Iterable[Module]],
-                        finished: Iterable[int] | None = None) -> list[HloWarning]:
-    """Warning 4: the same module name compiled to collective sequences that the ranks cannot
-    all complete together (a different op, dtype or shape where the op needs agreement, or a
-    different number of collectives); or a module holding collectives compiled on some ranks
-    but on none of the ``finished`` ranks (default: every rank given) that did not compile it."""
+def divergence_warnings(per_rank: Mapping[int, Iterable[Module]]) -> list[HloWarning]:
+    """Warning 4, for XLA's own collectives (mpinb's are compared as they run:
+    mpinb.analysis.divergence): the same module name compiled on several ranks in the cell to
+    sequences of XLA collectives that differ. A module compiled on some ranks only is not a
+    finding: the others may have taken it from JAX's cache."""
     by_name: dict[str, dict[int, list[str]]] = {}
     sources: dict[str, dict[int, list[str | None]]] = {}
     for rank, modules in per_rank.items():
         for mod in modules:
-            steps = collective_steps(mod)
+            steps = xla_collective_steps(mod)
             by_name.setdefault(base_name(mod.name), {})[rank] = [sig for sig, _ in steps]
             sources.setdefault(base_name(mod.name), {})[rank] = [src for _, src in steps]
-    finished = sorted(per_rank if finished is None else finished)
     out = []
     for name, seqs in sorted(by_name.items()):
-        if not any(seqs.values()):
-            continue
-        missing = [r for r in finished if r not in seqs]
-        if missing:
-            out.append(_compiled_on_some_ranks(name, seqs, missing))
-            continue
-        out.extend(_first_difference(name, seqs, sources[name]))
+        if len(seqs) > 1 and any(seqs.values()):
+            out.extend(_first_difference(name, seqs, sources[name]))
     return out
 
 
-def _compiled_on_some_ranks(name: str, seqs: dict[int, list[str]], missing: list[int]) -> HloWarning:
-    ranks = sorted(r for r, seq in seqs.items() if seq)
-    first = seqs[ranks[0]][0]
-    return HloWarning(
-        "divergent", None, name, "compiled on some ranks",
-        f"{label(ranks, sep=', ')} compiled {name} with {len(seqs[ranks[0]])} collective(s) (first: {first}), "
-        f"{label(missing, sep=', ')} did not compile it in this cell: the ranks may deadlock")
+def xla_collective_steps(module: Module) -> list[tuple[str, str | None]]:
+    """(signature, source line) of each of XLA's own collectives of a module, in scheduled order."""
+    return [(collective_signature(module, inst), module.source(inst)) for name in module.order
+            for inst in [module.instructions[name]] if inst.opcode in XLA_COLLECTIVES]
 
 
 def _first_difference(name: str, seqs: dict[int, list[str]], sources: dict[int, list[str | None]]
@@ -398,17 +384,15 @@ def base_name(module_name: str) -> str:
     return re.sub(r"^module_\d+\.", "", module_name)
 
 
-def analyze(per_rank_texts: Mapping[int, Sequence[tuple[str, str]]],
-            finished: Iterable[int] | None = None) -> list[HloWarning]:
-    """All warnings for {rank: [(module name, optimized HLO text), ...]}; ``finished``: the
-    ranks that ran the whole cell (default: all given), which should have compiled the same."""
+def analyze(per_rank_texts: Mapping[int, Sequence[tuple[str, str]]]) -> list[HloWarning]:
+    """All warnings for {rank: [(module name, optimized HLO text), ...]}."""
     modules = {rank: [parse_module(text, base_name(name)) for name, text in items]
                for rank, items in per_rank_texts.items()}
     warnings = []
     for rank in sorted(modules):
         for mod in modules[rank]:
             warnings.extend(layout_warnings(mod, rank))
-    warnings.extend(divergence_warnings(modules, finished))
+    warnings.extend(divergence_warnings(modules))
     return warnings
 
 

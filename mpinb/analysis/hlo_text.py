@@ -232,11 +232,6 @@ def marked_lines(text: str, only_custom_calls: bool = False) -> list[tuple[str, 
     return out
 
 
-def highlight_layouts(text: str, only_custom_calls: bool = False) -> str:
-    """HLO text with non-row-major layouts marked ``<<...>>``."""
-    return "\n".join(line for line, _ in marked_lines(text, only_custom_calls))
-
-
 def human_bytes(n: int) -> str:
     """'16 B', '6.0 KiB', '16.0 MiB'."""
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):

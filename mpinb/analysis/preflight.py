@@ -50,6 +50,6 @@ def oversubscribed(reports: list[dict]) -> list[str]:
     for host, here in sorted(per_host.items()):
         cores = min(r.get("cores") or 1 for r in here)
         if len(here) > cores:
-            notes.append(f"{len(here)} ranks on {host}, which has {cores} cores: fine for correctness, "
-                         "slow for timing (each rank's MPI waits busy)")
+            notes.append(f"{len(here)} ranks on {host}, which has {cores} cores: fine for correctness "
+                         "and for teaching (the ranks take turns on the cores); time with one rank per core")
     return notes

@@ -1,7 +1,8 @@
 """A new kernel and the clusters of earlier ones: ``attach`` (reconnect to a cluster kept alive,
 its engines' variables intact), ``listing`` (this user's clusters here, held or idle) and
 ``clean`` (end the clusters no kernel holds, remove their files). The magic's ``%mpijax attach``,
-``list`` and ``clean`` and the command line's ``mpinb list`` and ``mpinb clean`` call these.
+``list`` and ``clean`` and the command line's ``mpinb list`` and ``mpinb clean`` call these. Each
+first keeps the files true (mpinb.client.upkeep): a cluster that no longer runs is not offered.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import time
 
 from ..errors import ClusterError, ClusterHeld
-from . import registry
+from . import registry, upkeep
 
 
 def describe(record: dict, now: float | None = None) -> str:
@@ -29,18 +30,18 @@ def describe(record: dict, now: float | None = None) -> str:
 
 def listing() -> list[str]:
     """This user's clusters on this host, a line each (empty: none)."""
-    return [describe(r) for r in registry.clusters()]
+    return [describe(r) for r in upkeep.running()]
 
 
 def _choose(cluster_id: str | None) -> dict:
-    records = registry.clusters()
+    records = upkeep.running()
     known = "\n".join(describe(r) for r in records) or "(none)"
     if cluster_id is None:
         if len(records) != 1:
             raise ClusterError(f"{'no cluster' if not records else f'{len(records)} clusters'} to attach to; "
                                f"name one (%mpijax attach ID):\n{known}")
         return records[0]
-    record = registry.read(cluster_id)
+    record = next((r for r in records if r["id"] == cluster_id), None)
     if record is None:
         raise ClusterError(f"no cluster {cluster_id!r} here (this user's clusters on this host):\n{known}")
     return record
@@ -87,7 +88,7 @@ def clean() -> list[str]:
     from .watchdog import end_cluster
 
     ended = []
-    for record in registry.clusters():
+    for record in upkeep.running():
         if not registry.alive(record.get("holder")):
             ended.append(describe(record))
             end_cluster(record)

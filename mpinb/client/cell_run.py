@@ -12,9 +12,11 @@ import inspect
 import time
 from collections.abc import Callable
 
+from ..analysis import divergence
 from ..analysis import hlo as hlo_mod
 from ..analysis.deadlock import prove
 from ..options import CellOptions, parse_ranks
+from ..view.divergence_words import divergence_finding
 from ..view.words import way_out
 from ..wire.by_name import ByName
 from ..wire.records import ErrorInfo, RankRecord
@@ -110,6 +112,7 @@ class CellRun:
         self.left_at: dict[int, float] = {}        # rank -> when its result was first seen
         self.last_proof: float | None = None
         self.woken: list[int] = []                 # ranks the stop button freed where they waited
+        self.freed_at: dict[int, dict | None] = {}  # ranks freed after a proven deadlock: where each waited
         self.report = state_reporter(stream)      # stream.state, if the stream shows states
 
     def run(self) -> CellResult:
@@ -131,8 +134,10 @@ class CellRun:
         result = self.collect(elapsed)
         if self.deadlock is not None and not freed and self.options.deadlock == "restart":
             freeing.restart_after_deadlock(self.cluster, result)
+            result.elapsed = time.perf_counter() - self.t0  # the cell's whole time, its restart too
         else:
             freeing.tidy_after(self, result, freed, self.woken)
+            result.freed = self.freed_at
         return result
 
     def free_in_place(self) -> list[int]:
@@ -140,7 +145,10 @@ class CellRun:
         can be (mpinb.client.freeing); the ranks freed."""
         if self.deadlock is None or self.options.deadlock != "restart":
             return []
-        return freeing.free_in_place(self)
+        places = {r: self.cluster.where(r) for r, task in self.pending.items() if not task.ready()}
+        freed = freeing.free_in_place(self)
+        self.freed_at = {r: places.get(r) for r in freed}
+        return freed
 
     # ----------------------------------------------------------------------- submit
     def claim_cluster(self) -> None:
@@ -357,7 +365,9 @@ class CellRun:
                 notes.insert(0, self.deadlock.words())
         per_rank_hlo = {r: rec.hlo for r, rec in records.items() if rec}
         finished = [r for r, state in states.items() if state == "finished"]
-        warnings = hlo_mod.analyze(per_rank_hlo, finished) if any(per_rank_hlo.values()) else []
+        warnings = hlo_mod.analyze(per_rank_hlo) if any(per_rank_hlo.values()) else []
+        ran = {r: rec.ran for r, rec in records.items() if rec}
+        warnings += [divergence_finding(d) for d in divergence.find(ran, finished)]
         if self.options.hlo and self.cluster.hlo and not all(rec.hlo_capture for rec in records.values() if rec):
             notes.append("HLO capture is off on some ranks (JAX was imported before mpinb set XLA_FLAGS)")
         return CellResult(self.code, self.targets, records, stdout, stderr, states, elapsed, warnings,

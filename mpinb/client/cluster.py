@@ -40,11 +40,12 @@ from ..errors import (
 )
 from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
 from ..options import CellOptions
-from . import lifetime, registry
+from . import lifetime, registry, upkeep
 from .controller import start_controller
 from .health import ClusterHealth
 from .preflight import ask_every_engine, check_ranks
 from .progress import StartProgress
+from .settled_messages import SettledMessages
 
 DEFAULT_START_TIMEOUT = 120.0
 
@@ -146,6 +147,7 @@ class MPICluster(ClusterHealth):
         self.outstanding: dict = {}       # rank -> RankTask of a cell that has not finished
         self._watched: dict = {}          # rank -> RankTask of the cell being run (its status)
         self._views: dict = {}            # ranks -> DirectView of them (made once per client)
+        self._settled = SettledMessages()  # ipyparallel's records of earlier cells' messages, forgotten
         self.lost: str | None = None      # why the MPI job is gone, once it is
         self._own_cluster_id = False      # the id was made here (a restart makes a new one)
 
@@ -186,9 +188,10 @@ class MPICluster(ClusterHealth):
     def running(self) -> bool:
         return self.client is not None
 
-    def start(self) -> MPICluster:
+    def start(self, keep_progress: bool = True) -> MPICluster:
         """Start the controller and n MPI engines and set them up; raise ClusterError if they do
-        not come up within start_timeout."""
+        not come up within start_timeout. ``keep_progress=False``: take the progress bar away
+        once done."""
         if self.running:
             raise ClusterError("cluster already running; stop() or restart() it first")
         t0 = time.perf_counter()
@@ -196,7 +199,7 @@ class MPICluster(ClusterHealth):
         try:
             self._start(t0, progress)
         finally:
-            progress.close()
+            progress.close(keep=keep_progress)
         return self
 
     def _start(self, t0: float, progress: StartProgress) -> None:
@@ -205,6 +208,7 @@ class MPICluster(ClusterHealth):
 
         self.lost = None
         self.outstanding = {}
+        upkeep.survey()  # the files of clusters that ended without a word go, a dead watchdog is replaced
         self.workdir = tempfile.mkdtemp(prefix="mpinb-")
         os.makedirs(self.status_dir)
         if not self.cluster_id:
@@ -252,7 +256,7 @@ class MPICluster(ClusterHealth):
             alone = len(set(ranks)) < len(ranks)  # each rank a world of its own
             raise ClusterError(f"engine ids {ids} are not the MPI ranks {ranks}" + (
                 ": the ranks do not see each other, as when the launcher belongs to another MPI than the one "
-                "mpi4py loads (leave mpi_cmd unset to use that MPI's own launcher; README, 'Choosing the MPI')"
+                "mpi4py loads (leave mpi_cmd unset to use that MPI's own launcher; docs/install.md, 'Choosing the MPI')"
                 if alone else ""))
         self.engines = infos
         self.started_at = time.time()
@@ -347,12 +351,14 @@ class MPICluster(ClusterHealth):
 
         return attach(cls, cluster_id, force=force)
 
-    def restart(self, replay_setup: bool = True) -> MPICluster:
+    def restart(self, replay_setup: bool = True, keep_progress: bool = True) -> MPICluster:
         """Kill and start a cluster of the same size; replay the cells marked as setup. The
-        notebook's own state is untouched; only the engines' namespaces start afresh."""
+        notebook's own state is untouched; only the engines' namespaces start afresh.
+        ``keep_progress=False``: the start's progress bar is taken away once done (a restart
+        inside a cell, whose view says it)."""
         cells = list(self.setup_cells)
         self._teardown()
-        self.start()
+        self.start(keep_progress=keep_progress)
         if replay_setup:
             for code in cells:
                 self.run_cell(code, CellOptions(setup=True))
@@ -404,7 +410,11 @@ class MPICluster(ClusterHealth):
         from .cell_run import CellRun
 
         options = CellOptions(**keywords) if options is None else options
+        client = self.client
+        mark = self._settled.begin(client) if client is not None else 0
         result = CellRun(self, code, options, stream=stream).run()
+        if client is not None and client is self.client:  # after a restart the old client is gone
+            self._settled.end(client, [v for v in self._views.values() if v.client is client], mark)
         if options.setup and code not in self.setup_cells and result.ok:
             self.setup_cells.append(code)
             registry.update(self.cluster_id, setup_cells=self.setup_cells)

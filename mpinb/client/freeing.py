@@ -181,12 +181,19 @@ def say_dropped(result: CellResult, dropped: dict) -> None:
 
 def restart_after_deadlock(cluster, result: CellResult) -> None:
     """Restart the engines (replaying the setup cells): ranks blocked in a send or a collective
-    cannot be freed otherwise, and the next cell must run. Says so in the result's notes."""
+    cannot be freed otherwise, and the next cell must run. Says so in the result's notes; the
+    ranks that were still running are "restarted" from then on (what they were blocked in
+    stays in ``result.inflight``), and the start's progress bar leaves the cell's output."""
     replayed = len(cluster.setup_cells)
+    t0 = time.perf_counter()
     try:
-        cluster.restart(replay_setup=True)
+        cluster.restart(replay_setup=True, keep_progress=False)
     except Exception as exc:  # noqa: BLE001 - said in the view; the cell's own result stands
         result.notes.append(f"restarting the engines after the deadlock failed ({exc}): run %mpijax restart")
         return
     result.notes.append("to free them, " + restart_words(cluster.n, cluster.start_seconds or 0.0, replayed, True))
     result.restarted = True
+    result.restart_seconds = time.perf_counter() - t0
+    for rank, state in result.states.items():
+        if state == "running":
+            result.states[rank] = "restarted"

@@ -6,8 +6,6 @@ cluster whose holder is gone).
 
 from __future__ import annotations
 
-import contextlib
-import glob
 import os
 import subprocess
 import sys
@@ -15,16 +13,12 @@ import time
 
 import psutil
 
-from . import registry
+from . import identity, registry
 
 
 def process_entry(pid: int) -> dict | None:
-    """A process of the cluster as its file names it: PID, start time, process group."""
-    try:
-        proc = psutil.Process(pid)
-        return {"pid": pid, "started": proc.create_time(), "pgid": os.getpgid(pid)}
-    except (psutil.Error, ProcessLookupError):
-        return None
+    """A process of the cluster as its file names it: PID, start, boot, process group."""
+    return identity.of(pid)
 
 
 def local_processes(ipp_cluster) -> list[dict]:
@@ -61,6 +55,7 @@ def register(cluster, ipp_cluster) -> subprocess.Popen:
         "n": cluster.n,
         "launcher": cluster.launcher,
         "started_at": time.time(),
+        "boot": identity.boot_id(),
         "holder": registry.me(),
         "released_at": None,
         "keep_alive": cluster.keep_alive,
@@ -76,11 +71,17 @@ def register(cluster, ipp_cluster) -> subprocess.Popen:
     registry.write(cluster.cluster_id, record)
     if cluster.keep_alive is not None:  # a kernel restart (ipyparallel's atexit) must not stop it either
         ipp_cluster.shutdown_atexit = False
-    log = open(os.path.join(registry.folder(), f"{cluster.cluster_id}.log"), "ab")  # noqa: SIM115 - the child owns it
+    return start_watchdog(cluster.cluster_id)
+
+
+def start_watchdog(cluster_id: str) -> subprocess.Popen:
+    """Start a watchdog for a registered cluster (mpinb.client.watchdog), its output appended to
+    ``<id>.log``; one that finds another already watching exits at once."""
+    log = open(os.path.join(registry.folder(), f"{cluster_id}.log"), "ab")  # noqa: SIM115 - the child owns it
     with log:
-        watchdog = subprocess.Popen([sys.executable, "-m", "mpinb.client.watchdog", cluster.cluster_id],
+        watchdog = subprocess.Popen([sys.executable, "-m", "mpinb.client.watchdog", cluster_id],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-    registry.update(cluster.cluster_id, watchdog=process_entry(watchdog.pid))
+    registry.update(cluster_id, watchdog=process_entry(watchdog.pid))
     return watchdog
 
 
@@ -95,7 +96,6 @@ def unregister(cluster_id: str | None) -> None:
     """The cluster was stopped by its holder: its watchdog exits, its log goes."""
     if not cluster_id:
         return
-    registry.remove(cluster_id)
-    for path in glob.glob(os.path.join(registry.folder(), f"{cluster_id}.log")):
-        with contextlib.suppress(OSError):
-            os.remove(path)
+    from .watchdog import forget
+
+    forget(cluster_id)

@@ -59,7 +59,13 @@ class StartProgress:
             self.registered = registered
         self._show()
 
-    def close(self) -> None:
+    def close(self, keep: bool = True) -> None:
+        """The bar's last state stays shown, or with ``keep=False`` it is taken away (a display
+        updated to nothing; tqdm's line erased)."""
         if self.bar is not None:
+            self.bar.leave = keep
             self.bar.close()
-        self._show(force=True)
+        if keep:
+            self._show(force=True)
+        elif self.handle is not None:
+            self.handle.update({}, raw=True)

@@ -1,11 +1,12 @@
 """This user's clusters on this host, one file each: what a new kernel needs to find, attach to
-or end a cluster, and what the cluster's watchdog (mpinb.launch.watchdog) needs to end it when
+or end a cluster, and what the cluster's watchdog (mpinb.client.watchdog) needs to end it when
 no kernel holds it any more.
 
 The files live in ``<Jupyter runtime dir>/mpinb-clusters/<cluster id>.json`` (the folder mode
 0700, each file 0600: they name the cluster's processes and its connection files, which carry
 its key). A cluster's *holder* is the process (a kernel, a script) that started or last attached
-to it, named by PID and start time so that a reused PID is not taken for it.
+to it, named by PID, start time and boot (mpinb.client.identity) so that a reused PID, a zombie
+or a process of an earlier boot is not taken for it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import time
 
-import psutil
+from . import identity
 
 FOLDER = "mpinb-clusters"
 
@@ -35,18 +35,19 @@ def path_of(cluster_id: str) -> str:
 
 
 def me() -> dict:
-    """This process as a holder: its PID, start time and host."""
-    return {"pid": os.getpid(), "started": psutil.Process().create_time(), "host": socket.gethostname()}
+    """This process as a holder: its PID, start time, boot and host."""
+    return identity.me()
 
 
 def alive(holder: dict | None) -> bool:
-    """Whether the holder process still runs (the same process: PID and start time)."""
-    if not holder:
-        return False
-    try:
-        return abs(psutil.Process(holder["pid"]).create_time() - holder["started"]) < 0.01
-    except (psutil.Error, KeyError, TypeError):
-        return False
+    """Whether the holder process still runs: the same process (PID, start time, boot), not a
+    zombie (mpinb.client.identity)."""
+    return identity.running(holder)
+
+
+def lock_path(cluster_id: str) -> str:
+    """The file its watchdog holds locked while it watches (mpinb.client.watchdog)."""
+    return os.path.join(folder(), f"{cluster_id}.lock")
 
 
 def write(cluster_id: str, record: dict) -> str:

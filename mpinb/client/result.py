@@ -36,6 +36,11 @@ class CellResult:
     deadlock: object = None
     #: whether the engines were restarted after it (the next cell runs; their variables are gone)
     restarted: bool = False
+    #: how long that restart took, setup cells replayed (part of ``elapsed``, the cell's whole time)
+    restart_seconds: float | None = None
+    #: the ranks freed where they waited after a proven deadlock, with where each waited
+    #: (mpinb.engine.stall's record, None where unknown): their cells failed there
+    freed: dict[int, dict | None] = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

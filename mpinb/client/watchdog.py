@@ -2,9 +2,17 @@
 beside it on the notebook's host in a session of its own (a signal to the kernel's process group
 does not reach it).
 
+Exactly one watchdog watches a cluster: it holds the cluster's lock file (``<id>.lock`` beside
+its file) locked while it runs, and a second one started for the same cluster exits at once. The
+kernel frees the lock when the watchdog ends however it ends, so a free lock says that no
+watchdog watches, and ``list``, ``attach`` and ``start`` give such a cluster a new one
+(mpinb.client.upkeep).
+
 Once a second it reads the cluster's file (mpinb.client.registry). While the cluster's holder
 (the kernel or script that started it, or last attached) runs, nothing happens. When the holder
-is gone (SIGKILL, the OOM killer, a culler, a crash) the watchdog ends the cluster at once, or,
+is gone (SIGKILL, the OOM killer, a culler, a crash; a zombie that its parent has not reaped
+counts as gone, and so does a process that took its PID: mpinb.client.identity) the watchdog
+ends the cluster at once, or,
 for a cluster kept alive on purpose (``keep_alive`` seconds), after that long without a holder
 (a new kernel's ``attach`` makes itself the holder). A cluster stopped by its holder removes its
 file, and the watchdog exits.
@@ -20,6 +28,7 @@ is never taken for a dead kernel: only the holder's process is watched.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import os
 import shutil
@@ -30,18 +39,35 @@ import time
 
 import psutil
 
-from . import registry
+from . import identity, registry
 
 POLL = 1.0  # seconds between looks at the holder
 
 
 def same_process(entry: dict) -> psutil.Process | None:
-    """The process an entry of the cluster file names ({pid, started}), if it still runs."""
+    """The process an entry of the cluster file names, if it still runs (mpinb.client.identity)."""
+    return identity.process(entry)
+
+
+def take_lock(cluster_id: str) -> int | None:
+    """The cluster's lock taken (an open descriptor that keeps it while this process lives), or
+    None when another process holds it: a watchdog watches the cluster already."""
+    fd = os.open(registry.lock_path(cluster_id), os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        proc = psutil.Process(entry["pid"])
-        return proc if abs(proc.create_time() - entry["started"]) < 0.01 else None
-    except (psutil.Error, KeyError, TypeError):
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
         return None
+    return fd
+
+
+def watched(cluster_id: str) -> bool:
+    """Whether a watchdog watches the cluster now (holds its lock)."""
+    fd = take_lock(cluster_id)
+    if fd is None:
+        return True
+    os.close(fd)  # closing frees it again
+    return False
 
 
 def kill_with_group(entry: dict) -> None:
@@ -74,13 +100,25 @@ def end_cluster(record: dict) -> None:
                 os.remove(found)
     if record.get("workdir"):
         shutil.rmtree(record["workdir"], ignore_errors=True)
-    registry.remove(record["id"])
-    with contextlib.suppress(OSError):  # this watchdog's log: nothing left to say
-        os.remove(os.path.join(registry.folder(), f"{record['id']}.log"))
+    forget(record["id"])
+
+
+def forget(cluster_id: str) -> None:
+    """Remove a cluster's file, its watchdog's log and its lock file."""
+    registry.remove(cluster_id)
+    for path in (os.path.join(registry.folder(), f"{cluster_id}.log"), registry.lock_path(cluster_id)):
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 def watch(cluster_id: str, poll: float = POLL) -> str:
-    """Watch until the cluster is stopped ('stopped') or ended here ('ended')."""
+    """Watch until the cluster is stopped ('stopped') or ended here ('ended'); 'watched' at once
+    when another watchdog watches it."""
+    if registry.read(cluster_id) is None:
+        return "stopped"
+    lock = take_lock(cluster_id)
+    if lock is None:
+        return "watched"
     while True:
         record = registry.read(cluster_id)
         if record is None:

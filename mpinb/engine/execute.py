@@ -3,9 +3,10 @@ interactive namespace under the cell's file name (mpinb.wire.cells), with ``--co
 pass first (mpinb.engine.passes), ending once the work it queued for XLA has run
 (mpinb.engine.settle); the record returned (mpinb.wire.records): value and
 ``--show`` summaries, error with an IPython-style traceback (mpinb.engine.tracebacks), elapsed
-time, the optimized HLO compiled during the cell (mpinb.engine.hlo_capture), the collectives'
-timeline, ``--compare``'s comparisons and hints (mpinb.engine.traces). stdout/stderr are not
-captured: ipyparallel streams them to the notebook while the cell runs.
+time, the optimized HLO compiled during the cell (mpinb.engine.hlo_capture), the collectives
+it called (what the library kept of them: ext/ran.pxi) and their timeline, ``--compare``'s
+comparisons and hints (mpinb.engine.traces). stdout/stderr are not captured: ipyparallel
+streams them to the notebook while the cell runs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..options import CellOptions
 from ..wire import values
 from ..wire.cells import cell_filename
 from ..wire.records import RankRecord
-from . import hlo_capture, passes, settle, traces, withdraw
+from . import cell_sources, hlo_capture, passes, settle, traces, withdraw
 from .code import error_info, execute_code, namespace
 from .state import STATE
 
@@ -36,12 +37,14 @@ def execute_cell(code: str, options: CellOptions, participants: tuple[int, ...] 
     lib = library.load()
     lib.set_participants(participants)
     calls_before, wall0, mpi0 = lib.counters()["calls"], time.time(), lib.wtime()
+    lib.ran_begin()  # what this cell calls is compared across ranks (mpinb.analysis.divergence)
     withdraw.begin_cell()  # only a wake from now on frees this cell's receives
     try:
         filename = cell_filename(cell_no)
-        STATE.cell_labels[filename] = options.label or filename
+        cell_sources.remember(filename, options.label or filename, code)
         record = _run(code, filename, options)
         traces.note_traces(namespace())
+        record.ran = lib.ran()
         events, record.timeline_dropped = lib.timeline(calls_before)
         record.timeline = [(e["op"], wall0 + e["t0"] - mpi0, wall0 + e["t1"] - mpi0, e["bytes"], e["peer"])
                            for e in events]

@@ -9,7 +9,7 @@ to it: :func:`preload` loads it (the engine's entry point, mpinb.launch.engine, 
 theirs (``mpinb.mpi.inflight``), plus the MPI function's name. Where the watch cannot be loaded
 (``MPINB_MPI_WATCH=0``, no ``MPINB_LIBMPI``, an MPI it was not built for (mpinb.abi), mpi4py
 imported first), nothing changes:
-such calls are then invisible, as before, and never part of a proven deadlock.
+such calls are then invisible to it, and never part of a proven deadlock.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ them for its own: once the ranks are free, the notebook has every rank of the ce
 waits on COMM_WORLD, mpinb's clone of it and the communicators of withdrawn receives
 (``drop_left``), and says what was dropped.
 
-``MPINB_WITHDRAW=0`` leaves receives blocking in MPI as before (a deadlock then restarts).
+``MPINB_WITHDRAW=0`` leaves receives unwithdrawable: a deadlock then restarts the engines.
 """
 
 from __future__ import annotations

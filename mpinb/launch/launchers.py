@@ -320,12 +320,29 @@ BATCH_TEMPLATE = """#!/bin/sh
 # --------------------------------------------------------------------------- Slurm's queue
 def _squeue_named(name: str, steps: bool) -> list[str]:
     """Ids of this user's jobs (or, with ``steps``, job steps ``JOB.STEP``) called ``name``."""
+    return _squeue_answer(name, steps) or []
+
+
+def _squeue_answer(name: str, steps: bool) -> list[str] | None:
+    """As ``_squeue_named``, None when Slurm did not answer (no squeue, an error, no reply)."""
     try:
-        out = subprocess.run(["squeue", "--me", "-h", *(["-s"] if steps else []), "-o", "%i %j"],
-                             capture_output=True, text=True, timeout=30).stdout
+        done = subprocess.run(["squeue", "--me", "-h", *(["-s"] if steps else []), "-o", "%i %j"],
+                              capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [fields[0] for fields in map(str.split, out.splitlines()) if len(fields) == 2 and fields[1] == name]
+        return None
+    if done.returncode != 0:
+        return None
+    return [fields[0] for fields in map(str.split, done.stdout.splitlines()) if len(fields) == 2 and fields[1] == name]
+
+
+def slurm_job_runs(name: str) -> bool | None:
+    """Whether Slurm still has a job or job step called ``name`` (queued or running), None when
+    it did not answer."""
+    jobs = _squeue_answer(name, steps=False)
+    steps = _squeue_answer(name, steps=True)
+    if jobs is None or steps is None:
+        return None
+    return bool(jobs or steps)
 
 
 def slurm_steps(name: str) -> list[str]:

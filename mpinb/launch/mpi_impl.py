@@ -26,7 +26,7 @@ A launcher is looked for beside the library (``PREFIX/bin`` of ``PREFIX/lib/libm
 Debian's ``/usr/lib/<arch>``), beside this Python, then on PATH, and must say it is of that
 family (``--version``; MPICH's ``mpiexec.gforker``, which cannot say, only beside the library or
 this Python): a venv that holds the ``mpich`` wheel's ``mpiexec`` and loads a system Open MPI
-gets Open MPI's. Open MPI refuses to start as root unless told (README, "Choosing the MPI").
+gets Open MPI's. Open MPI refuses to start as root unless told (docs/install.md, "Choosing the MPI").
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def _probe(python: str, loader_env: tuple[tuple[str, str], ...]) -> LoadedMPI:
         raise LauncherError(
             "mpi4py finds no MPI library in this Python "
             f"({(proc.stderr.strip().splitlines() or ['?'])[-1]}): install one, e.g. `pip install mpich` "
-            "(or `pip install 'mpinb[mpich]'`), or your system's MPI (README, 'Choosing the MPI')")
+            "(or `pip install 'mpinb[mpich]'`), or your system's MPI (docs/install.md, 'Choosing the MPI')")
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     return LoadedMPI(version=first_line(found["version"]), path=found["path"])
 
@@ -240,7 +240,7 @@ def check_root(mpi: LoadedMPI, args, env: dict) -> None:
     raise LauncherError(
         f"{impl.family} refuses to run as root unless told: set {settings} in the environment "
         f"(os.environ, before starting the cluster), or pass --mpi-args \"{impl.root_arg}\" "
-        "(README, 'Choosing the MPI')")
+        "(docs/install.md, 'Choosing the MPI')")
 
 
 def check_launcher_matches(mpi: LoadedMPI, command: list[str], args, env: dict) -> None:

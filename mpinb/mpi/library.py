@@ -47,7 +47,7 @@ REBUILD_HINT = (
     "    MPINB_MPICC=/path/to/mpicc pip install --no-build-isolation --force-reinstall --no-deps . "
     "(in a clone; for an installed release: --no-binary mpinb mpinb)\n"
     "or let mpi4py load the MPI mpinb was built for (MPICH: pip install mpich, and unset MPI4PY_LIBMPI / "
-    "LD_LIBRARY_PATH overrides). See README, 'Choosing the MPI'."
+    "LD_LIBRARY_PATH overrides). See docs/install.md, 'Choosing the MPI'."
 )
 
 
@@ -59,7 +59,8 @@ def unloadable_message(error: str, loaded_by_mpi4py: str) -> str:
         spec = abi.library_file(abi.chosen(), "ffi")
     if spec is None and not abi.built_variants():
         return ("mpinb: the compiled collective library is missing: this is a source tree "
-                "that was never built. Install it: pip install -e '.[mpich]' (README, Quick start).")
+                "that was never built. Install it: pip install -e '.[mpich]' (docs/contributing.md, 'Working "
+                "from a clone').")
     return (f"mpinb: cannot load the compiled collective library {spec} ({error}) with the MPI mpi4py "
             f"loaded ({first_line(loaded_by_mpi4py)}).\n" + REBUILD_HINT)
 

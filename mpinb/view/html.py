@@ -14,7 +14,8 @@ from .text import DEFAULT_VIEW, findings, groups, rank_block
 from .words import finding_text, state_line, summary_line
 
 GRID_FROM = 16  # ranks: from here on the states are a grid of cells
-STATE_COLORS = {"finished": "#2e7d32", "failed": "#c62828", "running": "#ef6c00", "dead": "#6a1b9a"}
+STATE_COLORS = {"finished": "#2e7d32", "failed": "#c62828", "running": "#ef6c00", "dead": "#6a1b9a",
+                "restarted": "#1565c0"}
 SEVERITY_COLORS = {"error": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
 
 

@@ -1,7 +1,7 @@
 """Where a finding's explanation is, seen from where the user's notebook is (the kernel's working
 folder, which is the notebook's in JupyterLab and nbclient): a tutorial copied next to the
 notebook, or into ``mpinb-tutorials/`` there (``mpinb tutorials``), is linked relatively, so the
-link opens in any front end wherever the notebooks live; the README likewise when it is there.
+link opens in any front end wherever the notebooks live.
 Otherwise the words say which document and section, and how to get the tutorials.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from ..workshop import DEFAULT_DIR
+from ..tutorials import DEFAULT_DIR
 
 #: where a tutorial is looked for, relative to the notebook's folder
 FOLDERS = (".", DEFAULT_DIR)

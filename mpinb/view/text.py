@@ -16,7 +16,17 @@ from ..options import ViewOptions
 from ..wire.values import describe
 from . import images
 from .blocks import picture
-from .words import RESULT_NAME, describe_inflight, finding_text, skipped_by, state_line, summary_line, trim
+from .words import (
+    RESULT_NAME,
+    describe_inflight,
+    finding_text,
+    freed_words_of,
+    restarted_words,
+    skipped_by,
+    state_line,
+    summary_line,
+    trim,
+)
 
 DEFAULT_VIEW = ViewOptions()
 
@@ -42,6 +52,10 @@ def state_detail(result, rank: int) -> list[str]:
         where = result.where.get(rank)
         return [f"state: still running, {describe_inflight(result.inflight.get(rank), where)}"
                 f"{skipped_by(result, rank)}"]
+    if state == "restarted":
+        return [f"state: {restarted_words(result.inflight.get(rank), result.where.get(rank))}"]
+    if state == "failed" and rank in getattr(result, "freed", {}):
+        return [f"state: {freed_words_of(result.freed[rank])}"]
     if state == "dead":
         lines = [f"state: dead, {result.dead.get(rank, 'process ended')}"]
         fault = result.faults.get(rank, "").strip()

@@ -101,7 +101,7 @@ def trimmed_ranks(result, max_lines: int | None) -> list[int]:
 def state_line(result) -> str:
     """'finished: ranks 0-3 (0.010-0.012 s); failed: rank 1': the states, grouped."""
     parts = []
-    for state in ("finished", "failed", "running", "dead"):
+    for state in ("finished", "failed", "running", "dead", "restarted"):
         ranks = [r for r in result.ranks if result.states.get(r) == state]
         if not ranks:
             continue
@@ -112,6 +112,23 @@ def state_line(result) -> str:
             span = f" ({lo:.3f} s)" if f"{lo:.3f}" == f"{hi:.3f}" else f" ({lo:.3f}-{hi:.3f} s)"
         parts.append(f"{state}: {label(ranks)}{span}")
     return "; ".join(parts)
+
+def restarted_words(inflight: dict | None, where: dict | None = None) -> str:
+    """What became of a rank whose engine was restarted in the cell: 'restarted (its engine, and
+    the cell's work there), it was blocked in send (call 5, 15.3 MiB, peer 1, waiting 1.1 s) at
+    Cell In[4], line 6' (never 'running': the cell ended there)."""
+    said = "restarted (its engine, and the cell's work there)"
+    if inflight:
+        return f"{said}; it was {describe_inflight(inflight, where)}"
+    return f"{said}; it was {describe_where(where)}" if where else said
+
+
+def freed_words_of(where: dict | None) -> str:
+    """What became of a rank freed where it waited after a proven deadlock: 'freed where it
+    waited, at Cell In[7], line 3 (its cell failed there)'."""
+    return f"freed where it waited, {describe_where(where)} (its cell failed there)" if where else (
+        "freed where it waited (its cell failed there)")
+
 
 def finding_text(w, ranks, link: bool = True, brief: bool | None = None, count: int = 1) -> str:
     """One layout finding in plain words, with the ranks it was found on; a small info finding
@@ -139,8 +156,13 @@ def summary_line(result, max_lines: int | None = None) -> str:
     """'4 ranks, 0.21 s, 1 failed (rank 1), 1 layout finding: 1 relayout (info), jit == eager: t',
     and, when the view trims output to ``max_lines``, which ranks'."""
     n = len(result.ranks)
-    parts = [f"{n} rank{'s' if n != 1 else ''}", f"{result.elapsed:.2f} s"]
-    by_state = {state: [r for r, s in result.states.items() if s == state] for state in ("failed", "running", "dead")}
+    restart = getattr(result, "restart_seconds", None)
+    took = f"{result.elapsed:.2f} s"
+    if restart is not None:
+        took += f" ({restart:.1f} s of it restarting the engines)"
+    parts = [f"{n} rank{'s' if n != 1 else ''}", took]
+    by_state = {state: [r for r, s in result.states.items() if s == state]
+                for state in ("failed", "running", "dead", "restarted")}
 
     if by_state["failed"]:
         parts.append(f"{len(by_state['failed'])} failed ({label(by_state['failed'])})")
@@ -153,6 +175,8 @@ def summary_line(result, max_lines: int | None = None) -> str:
     if by_state["dead"]:
         how = "; ".join(f"rank {r} {result.dead[r]}" for r in by_state["dead"])
         parts.append(f"{len(by_state['dead'])} dead ({how})")
+    if by_state["restarted"]:
+        parts.append(f"{len(by_state['restarted'])} restarted ({label(by_state['restarted'])})")
     if result.timed_out:
         parts.append("timed out")
     if result.interrupted:

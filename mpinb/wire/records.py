@@ -9,11 +9,11 @@ are the summaries of :func:`mpinb.wire.values.summarize`; comparisons are
 from __future__ import annotations
 
 import dataclasses
-import traceback
 from typing import Literal
 
-#: what a rank did with a cell: ran it to the end, raised, is still in it, or its process ended
-State = Literal["finished", "failed", "running", "dead"]
+#: what a rank did with a cell: ran it to the end, raised, is still in it, its process ended,
+#: or its engine was restarted while in it (after a proven deadlock: the cell's work is gone)
+State = Literal["finished", "failed", "running", "dead", "restarted"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,11 +23,6 @@ class ErrorInfo:
     ename: str
     evalue: str
     traceback: str = ""
-
-    @classmethod
-    def from_exception(cls, exc: BaseException, tb=None) -> ErrorInfo:
-        text = "".join(traceback.format_exception(type(exc), exc, tb if tb is not None else exc.__traceback__))
-        return cls(ename=type(exc).__name__, evalue=str(exc), traceback=text)
 
     def __str__(self) -> str:
         return f"{self.ename}: {self.evalue}"
@@ -51,6 +46,9 @@ class RankRecord:
     # (time.time() of this rank's host); and how many more the library's ring no longer held
     timeline: list[tuple[str, float, float, int, int]] = dataclasses.field(default_factory=list, kw_only=True)
     timeline_dropped: int = dataclasses.field(default=0, kw_only=True)
+    # the collectives this rank called in the cell, as its library kept them (mpinb._ffi.ran(),
+    # ext/ran.pxi), compared across ranks by mpinb.analysis.divergence; None: not known
+    ran: dict | None = dataclasses.field(default=None, kw_only=True)
     # --compare --images: jit - eager of 2-D values that differ, sampled (values.sample)
     diff_images: dict = dataclasses.field(default_factory=dict, kw_only=True)
     # --compare: likely causes of its differences, one sentence each (mpinb.engine.traces.hints)

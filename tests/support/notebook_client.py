@@ -5,7 +5,13 @@ poll until the whole cell timeout (600 s) ran out and the poll's final check fou
 that took 0.2 s stalled a run ten minutes, then it went on as if nothing had happened (the
 kernel idle all along, the next cell not yet sent). Reproduced with ipykernel 6.31 and 7.4,
 jupyter_client 8.10, pyzmq 27.3: three of about twenty-six runs of the quickstart, two running side by
-side. Polling in slices of a second ends each slice with that check. Used by
+side; one of four plain runs of 06_hangs (a 40 s wait, the reply in the socket at its end).
+The cause is a lost wake-up: a zmq socket's file descriptor is edge-triggered (it signals that
+something changed; any read of ZMQ_EVENTS, send or receive on the socket clears it), and pyzmq's
+asyncio poll sleeps until the descriptor signals. Caught in the act 0.3 s before the timeout:
+the reply in the shell socket, pyzmq's poll registered on the running loop, the descriptor not
+readable. tests/test_notebook_client.py makes the same stall on purpose. Polling in slices of a
+second re-reads ZMQ_EVENTS at each slice's start and end. Used by
 tests/test_notebooks.py and, copied beside it, by .ci/installed.py (which runs outside the
 tree)."""
 

@@ -4,7 +4,7 @@ collectives and mpi4py's own calls alike. Ranks that all wait in receives are fr
 wait (the receives withdrawn: the engines keep their variables, and messages that came too late
 are dropped); otherwise the engines are restarted and the setup cell replayed. A rank that
 computes, or waits in a call mpinb cannot see, is never called deadlocked. The proof itself:
-tests/test_deadlock.py."""
+tests/test_deadlock_proof.py."""
 
 import pytest
 from support import three_ranks
