@@ -1,6 +1,7 @@
 """The one table of MPI ABIs that mpinb's wheel carries a build of: each variant's name (mpi4py's
 word for the ABI, ``mpi4py._mpiabi``), the libmpi soname its libraries link, the MPI families it
-serves and the PyPI wheel that provides such an MPI. setup.py reads it (by path: it imports
+serves and the PyPI wheel that provides such an MPI; and which family an MPI's version string
+names (``family_of``). setup.py reads it (by path: it imports
 nothing) to name what it builds; mpinb.abi reads it to choose at import.
 """
 
@@ -15,7 +16,7 @@ class Variant:
 
     name: str                   # mpi4py's word for the ABI: 'mpich', 'openmpi', 'mpiabi'
     soname: str                 # the libmpi its libraries need (DT_NEEDED)
-    families: tuple[str, ...]   # what MPI_Get_library_version names (mpinb.launch.mpi_impl.family_of)
+    families: tuple[str, ...]   # what MPI_Get_library_version names (family_of below)
     wheel: str                  # the PyPI distribution giving such an MPI ('' when none)
     marker: str                 # a macro the MPI's mpi.h defines (setup.py: which ABI a header is)
     aliases: tuple[str, ...] = ()  # other sonames of libraries of this ABI (the loader finds them by ``soname``)
@@ -44,3 +45,21 @@ KINDS = ("ffi", "mpi_watch")
 
 #: the sonames mpinb's wheel leaves out (auditwheel repair --exclude): the user's MPI provides them
 EXCLUDED_SONAMES = tuple(v.soname for v in VARIANTS.values())
+
+
+def family_of(version_string: str) -> str:
+    """'MPICH', 'Open MPI', 'Intel MPI' or 'unknown' from an MPI library version string (Intel MPI
+    is MPICH-derived: its launcher is hydra)."""
+    if "Open MPI" in version_string:
+        return "Open MPI"
+    if "Intel(R) MPI" in version_string:
+        return "Intel MPI"
+    if "MPICH" in version_string:
+        return "MPICH"
+    return "unknown"
+
+
+def first_line(version_string: str) -> str:
+    """The first line of an MPI library version string (Open MPI's ends in a NUL)."""
+    lines = version_string.replace("\x00", "").strip().splitlines()
+    return lines[0].strip() if lines else "?"

