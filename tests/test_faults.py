@@ -298,8 +298,8 @@ def test_listens_on_loopback_only_or_encrypted(cluster):
                 with open(path) as fh:
                     assert json.load(fh).get("curve_serverkey"), path
         return
-    engines = [p for p in procs if "mpinb.launch.engine" in " ".join(cmdline(p))
-               or "ipyparallel.engine" in " ".join(cmdline(p))]  # the engines (mpinb.launch.engine) and nannies
+    engines = [p for p in procs if "mpinb.engine" in " ".join(cmdline(p))
+               or "ipyparallel.engine" in " ".join(cmdline(p))]  # the engines (python -m mpinb.engine) and nannies
     assert len(engines) >= cluster.n
     if not OTHER_HOST:  # on "another host" the engines report PIDs of their own namespace
         assert {e["pid"] for e in cluster.engines} <= {p.pid for p in procs}

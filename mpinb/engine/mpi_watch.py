@@ -3,7 +3,7 @@
 seen through the MPI watch (ext/mpi_watch.c, a library of the MPI profiling interface).
 
 The watch must be in the process before mpi4py loads its MPI module, so that module's calls bind
-to it: :func:`preload` loads it (the engine's entry point, mpinb.launch.engine, calls it first),
+to it: :func:`preload` loads it (the engine's entry point, ``python -m mpinb.engine``, calls it first),
 :func:`start` watches the calling thread (the engine's main thread, at setup) and
 :func:`inflight` reads, from any thread, the call in flight as mpinb's own collectives describe
 theirs (``mpinb.mpi.inflight``), plus the MPI function's name. Where the watch cannot be loaded
@@ -19,12 +19,10 @@ import os
 import sys
 
 from .. import abi
+from ..launch.mpi_impl import LIBMPI_ENV
 
 #: "0" turns the watch off
 WATCH_ENV = "MPINB_MPI_WATCH"
-#: the libmpi file mpi4py loads, as the launcher found it (mpinb.launch.mpi_impl): loaded first,
-#: so that the watch, which needs it, can be loaded before mpi4py
-LIBMPI_ENV = "MPINB_LIBMPI"
 #: ext/mpi_watch.c's words for a rank that is any rank, none, or any tag
 PEER_NONE, PEER_ANY, TAG_ANY = -1, -2, -1
 #: members of a communicator read at most (a bigger one reads as unknown)

@@ -42,9 +42,8 @@ from typing import ClassVar
 
 from traitlets.config import Config
 
-from ..engine import mpi_watch
 from ..errors import LauncherError
-from .mpi_impl import check_launcher_matches, check_root, find_launcher, loaded_mpi
+from .mpi_impl import LIBMPI_ENV, check_launcher_matches, check_root, find_launcher, loaded_mpi
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 #: srun options every mpinb job step gets (see the module docstring)
@@ -75,7 +74,7 @@ def slurm_mode(env=os.environ) -> str:
 def _engine_cmd(status_dir: str) -> list[str]:
     """Each rank runs under mpinb.launch.rank, which reports how its engine ended (mpinb.wire.status)."""
     return [sys.executable, "-m", "mpinb.launch.rank", "--status-dir", status_dir, "--",
-            sys.executable, "-m", "mpinb.launch.engine"]
+            sys.executable, "-m", "mpinb.engine"]
 
 
 def _watch_env(cluster, env: dict) -> None:
@@ -86,7 +85,7 @@ def _watch_env(cluster, env: dict) -> None:
     except LauncherError:
         return
     if path:
-        env.setdefault(mpi_watch.LIBMPI_ENV, path)
+        env.setdefault(LIBMPI_ENV, path)
 
 
 class Launcher:

@@ -1,6 +1,6 @@
-"""A rank's engine process: ``python -m mpinb.launch.engine [ipengine arguments]``.
+"""A rank's engine process: ``python -m mpinb.engine [ipengine arguments]`` (what launchers start).
 
-It loads the MPI watch (mpinb.engine.mpi_watch) before anything imports mpi4py, so that the
+It loads the MPI watch (mpi_watch.py) before anything imports mpi4py, so that the
 MPI calls the program makes itself (mpi4py's ``comm.recv``, ``comm.Barrier``, ...) can be seen
 while they block, then runs ipyparallel's engine exactly as ``python -m ipyparallel.engine``
 does. Without the watch (off, or not loadable here) the engine runs all the same.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import runpy
 
-from ..engine import mpi_watch
+from . import mpi_watch
 
 
 def main() -> None:
