@@ -66,7 +66,7 @@ class LauncherError(ClusterError):
 
 class EngineSetupError(ClusterError):
     """An engine raised while the start checked or set it up (its own words), or did not answer
-    within start_timeout (the ranks that did not are named): mpinb.client.preflight."""
+    within start_timeout (the ranks that did not are named): mpinb.client.start_checks."""
 
 
 class CellFailed(MpinbError):

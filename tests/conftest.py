@@ -27,7 +27,7 @@ _ROOT: list[str] = []
 KINDS = {
     "pure": ["test_compare.py", "test_display.py", "test_hlo.py", "test_layout.py", "test_status.py",
              "test_validation_properties.py", "test_cluster_config.py", "test_library.py",
-             "test_stall.py", "test_package.py", "test_preflight.py", "test_deadlock_proof.py",
+             "test_stall.py", "test_package.py", "test_start_checks.py", "test_deadlock_proof.py",
              "test_freeing.py", "test_by_name.py", "test_docs_sources.py", "test_divergence.py",
              "test_restarted_view.py", "test_identity.py", "test_notebook_client.py",
              "test_bounded_records.py", "test_upkeep_verdicts.py",

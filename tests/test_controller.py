@@ -16,7 +16,7 @@ from ipyparallel.util import select_random_ports
 
 from mpinb import MPICluster
 from mpinb.client import controller
-from mpinb.engine.preflight import report
+from mpinb.engine.self_account import report
 from mpinb.errors import ControllerError
 
 #: the place in the controller's port pool of the port the test takes: ipyparallel draws the

@@ -436,7 +436,7 @@ def test_each_rank_s_part_answers_as_ipyparallel_s_own_result_would(ip):
     assert printing.get(60) is None and printing.wait_for_output(10) and printing.stdout == "said\n"
 
 
-# The start's bounded waits (mpinb.client.preflight), on clusters of their own. Here, not in
+# The start's bounded waits (mpinb.client.start_checks), on clusters of their own. Here, not in
 # test_faults.py: that file is rerun with the engines on another host and as a Slurm step, where
 # this process can neither signal the engines by their PIDs nor start a second cluster beside
 # the first.

@@ -43,9 +43,9 @@ from ..options import CellOptions
 from . import lifetime, registry, upkeep
 from .controller import start_controller
 from .health import ClusterHealth
-from .preflight import ask_every_engine, check_ranks
 from .progress import StartProgress
 from .settled_messages import SettledMessages
+from .start_checks import ask_every_engine, check_ranks
 
 DEFAULT_START_TIMEOUT = 120.0
 
@@ -83,7 +83,7 @@ class MPICluster(ClusterHealth):
     local_devices: CPU devices per engine process (default JAX's: one).
     start_timeout: seconds each phase of the start waits: for the controller to listen on its
         ports (mpinb.client.controller), for the engines to register, to answer the ranks'
-        check, to finish their setup (mpinb.client.preflight).
+        check, to finish their setup (mpinb.client.start_checks).
     progress: show a progress bar while the cluster starts (engines registered, phase, time).
     devices: ``"cpu"`` (default: every rank's JAX on the CPU, what mpinb's collectives move) or
         ``"per-rank"`` (each rank one local accelerator, by its rank on its host; mpinb.engine.devices).
@@ -138,7 +138,7 @@ class MPICluster(ClusterHealth):
         self.client = None
         self.view = None
         self.engines: list[dict] = []
-        self.preflight: list[dict] = []   # each rank's account of itself at start (engine/preflight.py)
+        self.preflight: list[dict] = []   # each rank's account of itself at start (engine/self_account.py)
         self.notes: list[str] = []        # what the start found worth saying (more ranks than cores)
         self.workdir: str | None = None
         self.started_at: float | None = None

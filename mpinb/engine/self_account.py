@@ -1,4 +1,4 @@
-"""What each rank says of itself before the engines are set up (mpinb.analysis.preflight compares
+"""What each rank says of itself before the engines are set up (mpinb.analysis.rank_accounts compares
 the ranks with each other and with the notebook): host, cores, Python, mpinb, JAX, jaxlib and
 mpi4py versions, the MPI library mpi4py loaded, and whether mpinb's compiled library loads with
 it. Imports neither JAX nor mpinb.mpi (the engine's setup must be the first to start JAX, for

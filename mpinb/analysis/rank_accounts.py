@@ -1,4 +1,4 @@
-"""The ranks' accounts of themselves (mpinb.engine.preflight) compared before the first cell:
+"""The ranks' accounts of themselves (mpinb.engine.self_account) compared before the first cell:
 what differs between ranks or from the notebook stops the start with one message; more ranks
 than cores on a host is a note (pure: no engines, no IPython).
 """

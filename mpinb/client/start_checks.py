@@ -1,6 +1,6 @@
 """The start's questions to the engines, each bounded: every rank checked before the first cell
-(its account of itself, mpinb.engine.preflight, compared with the others' and the notebook's by
-mpinb.analysis.preflight; a difference stops the start with one message naming the ranks, hosts
+(its account of itself, mpinb.engine.self_account, compared with the others' and the notebook's by
+mpinb.analysis.rank_accounts; a difference stops the start with one message naming the ranks, hosts
 and values, more ranks than cores is a note), and ``ask_every_engine``, which the setup uses too.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 
 from ..analysis.compare import format_ranks
-from ..analysis.preflight import differences, oversubscribed
-from ..engine.preflight import package_versions, report
+from ..analysis.rank_accounts import differences, oversubscribed
+from ..engine.self_account import package_versions, report
 from ..errors import EngineSetupError, PreflightError
 
 #: seconds between looks at the MPI launcher while the engines answer (an answer ends the wait at once)

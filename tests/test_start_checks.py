@@ -1,12 +1,12 @@
-"""The ranks compared before the first cell (mpinb.analysis.preflight), on made-up accounts (pure)."""
+"""The ranks compared before the first cell (mpinb.analysis.rank_accounts), on made-up accounts (pure)."""
 
 import time
 
 import pytest
 
-from mpinb.analysis.preflight import differences, oversubscribed
-from mpinb.client.preflight import ask_every_engine
-from mpinb.engine.preflight import package_versions, report
+from mpinb.analysis.rank_accounts import differences, oversubscribed
+from mpinb.client.start_checks import ask_every_engine
+from mpinb.engine.self_account import package_versions, report
 from mpinb.errors import EngineSetupError
 
 SAME = {"python": "3.11.7", "mpinb": "0.1.0", "jax": "0.10.2", "jaxlib": "0.10.2", "mpi4py": "4.1.2",
