@@ -147,10 +147,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def generate_op_tables():
-    """ext/ops.pxi and ext/ops_registry.pxi from the one table of ops, mpinb/optable.py
+    """ext/ops.pxi and ext/ops_registry.pxi from the one table of ops, mpinb/mpi_ops.py
     (read by path: importing the package would import JAX)."""
-    optable = load_by_path("optable")
-    for name, text in (("ops.pxi", optable.generate_ops_pxi()), ("ops_registry.pxi", optable.generate_registry_pxi())):
+    mpi_ops = load_by_path("mpi_ops")
+    for name, text in (("ops.pxi", mpi_ops.generate_ops_pxi()), ("ops_registry.pxi", mpi_ops.generate_registry_pxi())):
         path = os.path.join(HERE, "ext", name)
         old = None
         if os.path.exists(path):

@@ -52,7 +52,7 @@ cdef extern from "<pthread.h>" nogil:
     int pthread_mutex_unlock(pthread_mutex_t*)
 
 
-include "ops.pxi"  # generated from mpinb/optable.py: opcodes, op and attribute names
+include "ops.pxi"  # generated from mpinb/mpi_ops.py: opcodes, op and attribute names
 include "call_frame.pxi"
 include "checked.pxi"
 include "huge_pages.pxi"
@@ -146,7 +146,7 @@ cdef int begin(XLA_FFI_CallFrame* f, Call* c, int opcode, int ndata_args,
 
 cdef const XLA_FFI_Buffer* checked_buffer(Call* c) noexcept nogil:
     """The buffer whose dtype and shape checked mode compares for c's op (its handler rule in
-    mpinb/optable.py CHECKS, generated into ext/ops.pxi); NULL for the op alone."""
+    mpinb/mpi_ops.py CHECKS, generated into ext/ops.pxi); NULL for the op alone."""
     cdef int which = op_check_buffer(c.opcode)
     if which == CHECK_BUFFER_OPERAND and c.f.args.size > 1:  # not the ordering buffer
         return arg(c, 0)
@@ -319,7 +319,7 @@ def build_info():
 
 def check_rules():
     """{op name: (buffer code, check code)}: what checked mode compares for each opcode, as
-    compiled (CHECK_BUFFER_* and CHECK_* of ext/ops.pxi, the order of mpinb/optable.py's
+    compiled (CHECK_BUFFER_* and CHECK_* of ext/ops.pxi, the order of mpinb/mpi_ops.py's
     CHECK_BUFFERS and CHECK_KINDS)."""
     return {op_name(i).decode(): (op_check_buffer(i), op_check(i)) for i in range(NUM_OPS)}
 

@@ -69,7 +69,7 @@ cdef inline bint answer_metadata(XLA_FFI_CallFrame* f) noexcept nogil:
 
 cdef int decode_attrs(Call* c) noexcept nogil:
     """Read the attributes by name, against the op's row of the table (ext/ops.pxi, made from
-    mpinb/optable.py): an unknown name, an attribute of another op, a repeated one, a wrong
+    mpinb/mpi_ops.py): an unknown name, an attribute of another op, a repeated one, a wrong
     type or a missing one is an error naming it, never a value silently left at 0."""
     cdef XLA_FFI_Attrs* attrs = &c.f.attrs
     cdef const XLA_FFI_ByteSpan* name

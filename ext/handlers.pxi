@@ -2,7 +2,7 @@
 # the checks repeated here only keep a malformed frame from reaching MPI.
 #
 # Pattern of every handler: begin (frame, attributes, communicator) -> validate -> enter
-# (lock, in-flight record, checked-mode agreement by the op's rule in mpinb/optable.py CHECKS)
+# (lock, in-flight record, checked-mode agreement by the op's rule in mpinb/mpi_ops.py CHECKS)
 # -> one MPI call -> finish (unlock, log, error).
 
 cdef XLA_FFI_Error* h_allreduce(XLA_FFI_CallFrame* f) noexcept nogil:

@@ -2,7 +2,7 @@
 
 A thin layer: options are parsed here, user mistakes become ``UsageError``, and the work is
 done by :class:`mpinb.client.cluster.MPICluster`; the options of a cell travel as one
-:class:`mpinb.options.CellOptions`, the view's as :class:`mpinb.options.ViewOptions`.
+:class:`mpinb.cell_options.CellOptions`, the view's as :class:`mpinb.cell_options.ViewOptions`.
 
 Line magic::
 
@@ -30,10 +30,10 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
+from .cell_options import DEADLOCK_CHOICES, CellOptions, ViewOptions, parse_ranks
 from .client.cluster import MPICluster
 from .client.result import CellResult
 from .errors import CellFailed, ClusterBusy, ClusterError, ClusterLost, PullError
-from .options import DEADLOCK_CHOICES, CellOptions, ViewOptions, parse_ranks
 from .view.tables import HloView, StatusTable
 from .view.words import RESULT_NAME, restart_words
 

@@ -5,9 +5,9 @@ import types
 import pytest
 from ipyparallel.serialize import pack_apply_message, unpack_apply_message
 
+from mpinb.cell_options import CellOptions
 from mpinb.client import cell_run
 from mpinb.engine.execute import execute_cell
-from mpinb.options import CellOptions
 from mpinb.wire.by_name import ByName
 
 

@@ -9,8 +9,8 @@ import pytest
 from mpinb import view
 from mpinb.analysis import compare as cmp
 from mpinb.analysis import hlo, timeline
+from mpinb.cell_options import ViewOptions, parse_ranks
 from mpinb.client.result import CellResult
-from mpinb.options import ViewOptions, parse_ranks
 from mpinb.view import images, timeline_svg
 from mpinb.wire import values
 from mpinb.wire.records import ErrorInfo, RankRecord

@@ -111,7 +111,7 @@ def test_the_graph_sees_lazy_and_relative_imports():
     graph = import_graph()
     assert "mpinb.client.cluster" in graph["mpinb"]  # inside mpinb.__getattr__
     assert "mpinb.engine.code" in graph["mpinb.engine.execute"]  # from .code import ...
-    assert "mpinb.optable" in graph["mpinb.mpi.primitives"]
+    assert "mpinb.mpi_ops" in graph["mpinb.mpi.primitives"]
 
 
 def test_no_import_circle_between_mpinb_modules():

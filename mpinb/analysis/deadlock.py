@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..optable import POINT_TO_POINT  # the op table's own list: send, recv, sendrecv
+from ..mpi_ops import POINT_TO_POINT  # the op table's own list: send, recv, sendrecv
 from .grouping import label
 
 #: collectives with a root: (what a non-root needs, what the root needs); "root": the root

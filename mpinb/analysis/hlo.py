@@ -30,7 +30,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..optable import AGREEMENT
+from ..mpi_ops import AGREEMENT
 from .hlo_text import Array, Instruction, Module, human_bytes, parse_arrays, parse_module
 
 #: the severities of findings, most severe first
@@ -299,7 +299,7 @@ def _shape_text(arr: Array, trailing_only: bool = False) -> str:
 
 def collective_signature(module: Module, inst: Instruction) -> str | None:
     """What every rank must agree on for this collective, as 'target dtype[shape]', by the op's
-    rule in mpinb/optable.py (gather: the operand, scatter: the result, alltoallv: the trailing
+    rule in mpinb/mpi_ops.py (gather: the operand, scatter: the result, alltoallv: the trailing
     dimensions); None for point-to-point calls, which differ between ranks by design."""
     if inst.opcode in XLA_COLLECTIVES:  # one SPMD program: the same op, shape and groups everywhere
         groups = inst.attr("replica_groups") or inst.attr("source_target_pairs") or ""

@@ -9,7 +9,7 @@ mpinb.view.timeline_svg draws it. Pure.
 
 from __future__ import annotations
 
-from ..optable import POINT_TO_POINT
+from ..mpi_ops import POINT_TO_POINT
 
 #: waits shorter than this are not worth a sentence
 NOTABLE_WAIT = 0.005  # seconds

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from ..analysis import divergence
 from ..analysis import hlo as hlo_mod
 from ..analysis.deadlock import prove
-from ..options import CellOptions, parse_ranks
+from ..cell_options import CellOptions, parse_ranks
 from ..view.divergence_words import divergence_finding
 from ..view.words import way_out
 from ..wire.by_name import ByName

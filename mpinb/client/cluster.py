@@ -29,6 +29,7 @@ import time
 
 from traitlets.config import Config
 
+from ..cell_options import CellOptions
 from ..engine.devices import placement
 from ..errors import (
     ClusterBusy,
@@ -39,7 +40,6 @@ from ..errors import (
     LauncherError,
 )
 from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
-from ..options import CellOptions
 from . import lifetime, registry, upkeep
 from .controller import start_controller
 from .health import ClusterHealth
@@ -403,7 +403,7 @@ class MPICluster(ClusterHealth):
     def run_cell(self, code: str, options: CellOptions | None = None, *, stream=None, **keywords):
         """Run ``code`` on every rank (or ``ranks=...``) and return its result (a
         :class:`~mpinb.client.result.CellResult`). The options are a
-        :class:`~mpinb.options.CellOptions` or its fields as keywords (``compare=True``,
+        :class:`~mpinb.cell_options.CellOptions` or its fields as keywords (``compare=True``,
         ``timeout=30``, ``show=["y"]``, ...); ``stream`` receives output and states while it runs
         (mpinb.client.cell_run.CellRun). A ``setup=True`` cell that finished on every rank is
         replayed after a restart."""

@@ -36,7 +36,7 @@ from functools import lru_cache, partial
 
 import numpy as np
 
-from ..optable import OPS
+from ..mpi_ops import OPS
 from . import library
 from .jax_compat import (
     Primitive,
@@ -97,7 +97,7 @@ def make_primitive(
     operand_layouts: Callable[..., Sequence[Sequence[int]] | None] | None = None,
 ) -> Primitive:
     """Define primitive ``mpinb_<name>`` lowered to the FFI target ``mpinb_<name>``; ``name`` is
-    an op of mpinb/optable.py, whose row says which attributes the handler reads.
+    an op of mpinb/mpi_ops.py, whose row says which attributes the handler reads.
 
     abstract_eval(*avals, **params) -> aval or list of avals
     attributes(**params) -> {attribute name: int or sequence of ints} for the handler
@@ -111,7 +111,7 @@ def make_primitive(
         reproduce the seed bug on purpose.
     """
     if name not in OPS:
-        raise ValueError(f"mpinb: {name!r} is not an op of mpinb/optable.py")
+        raise ValueError(f"mpinb: {name!r} is not an op of mpinb/mpi_ops.py")
     prim = Collective(f"mpinb_{name}", name)
     prim.multiple_results = multiple_results
     prim.def_impl(partial(_eager, prim, name))
@@ -273,8 +273,8 @@ def _loop_alias(ctx, min_bytes: int | None) -> dict[int, int]:
 
 
 def _checked_attributes(name: str, attrs: dict) -> dict:
-    """attrs, if they are exactly those the op's handler reads (its row in mpinb/optable.py)."""
+    """attrs, if they are exactly those the op's handler reads (its row in mpinb/mpi_ops.py)."""
     if sorted(attrs) != sorted(OPS[name]):  # the handler would refuse it: say where
         raise TypeError(f"mpinb_{name}: lowered with attributes {sorted(attrs)}, but its handler "
-                        f"reads {sorted(OPS[name])} (mpinb/optable.py)")
+                        f"reads {sorted(OPS[name])} (mpinb/mpi_ops.py)")
     return attrs

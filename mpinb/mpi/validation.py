@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from mpi4py import MPI
 
-from ..optable import REDUCTIONS
+from ..mpi_ops import REDUCTIONS
 from .jax_compat import Tracer
 
 # --------------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ _HALF = {np.dtype("float16"), np.dtype(jnp.bfloat16)}
 SUPPORTED_DTYPES = frozenset(_INTS | _REALS | _COMPLEX | _BOOL | _HALF)
 
 #: MPI predefined reduction op name -> dtypes it accepts (MPI standard, section 6.9.2): the
-#: reductions of mpinb/optable.py, each with the dtypes of the kinds its row names.
+#: reductions of mpinb/mpi_ops.py, each with the dtypes of the kinds its row names.
 _KINDS = {"integer": _INTS, "real": _REALS, "complex": _COMPLEX, "bool": _BOOL}
 REDUCTION_DTYPES = {name: set().union(*(_KINDS[k] for k in kinds)) for name, kinds in REDUCTIONS.items()}
 

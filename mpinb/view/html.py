@@ -8,7 +8,7 @@ import html
 
 from ..analysis import hlo, timeline
 from ..analysis.grouping import label
-from ..options import ViewOptions
+from ..cell_options import ViewOptions
 from . import images, links, timeline_svg
 from .text import DEFAULT_VIEW, findings, groups, rank_block
 from .words import finding_text, state_line, summary_line

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..analysis import hlo, timeline
 from ..analysis.grouping import fold_logs, fold_rank_numbers, label, merge_sections
-from ..options import ViewOptions
+from ..cell_options import ViewOptions
 from ..wire.values import describe
 from . import images
 from .blocks import picture

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from ..options import ViewOptions
+from ..cell_options import ViewOptions
 from .html import render_html
 from .text import DEFAULT_VIEW, groups, render_text
 

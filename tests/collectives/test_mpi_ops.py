@@ -1,4 +1,4 @@
-"""The one table of ops (mpinb/optable.py) is what the compiled library and the Python layer
+"""The one table of ops (mpinb/mpi_ops.py) is what the compiled library and the Python layer
 were made from, and the handlers refuse attributes outside their op's row."""
 
 import re
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mpinb import mpi, optable
+from mpinb import mpi, mpi_ops
 from mpinb.analysis import timeline
 from mpinb.mpi import collectives as ops
 from mpinb.mpi import library, point_to_point, primitives, validation
@@ -17,14 +17,14 @@ from mpinb.mpi.validation import resolve_comm
 
 
 def test_every_op_of_the_table_is_registered_and_has_a_primitive():
-    assert sorted(library.load().registrations()) == sorted(f"mpinb_{name}" for name in optable.OPS)
+    assert sorted(library.load().registrations()) == sorted(f"mpinb_{name}" for name in mpi_ops.OPS)
     prims = {p.name for module in (ops, point_to_point) for p in vars(module).values()
              if isinstance(p, jax.extend.core.Primitive)}
-    assert {f"mpinb_{name}" for name in optable.OPS} <= prims
+    assert {f"mpinb_{name}" for name in mpi_ops.OPS} <= prims
 
 
 def test_a_primitive_must_name_an_op_of_the_table():
-    with pytest.raises(ValueError, match=r"'allreducee' is not an op of mpinb/optable\.py"):
+    with pytest.raises(ValueError, match=r"'allreducee' is not an op of mpinb/mpi_ops\.py"):
         primitives.make_primitive("allreducee", lambda x: x, lambda: {})
 
 
@@ -70,61 +70,61 @@ def _returns(pxi: str, function: str) -> dict[str, str]:
 
 
 def test_every_op_has_both_rules_and_its_handler_rule_is_one_its_hlo_rule_allows():
-    assert optable.CHECKS.keys() == optable.OPS.keys()
-    assert {name: check.hlo for name, check in optable.CHECKS.items()} == optable.AGREEMENT
-    assert set(optable.AGREEMENT.values()) <= {"operand", "result", "trailing", "nothing"}
-    assert optable.HANDLER_RULES.keys() == {"operand", "result", "trailing", "nothing"}
-    for name, check in optable.CHECKS.items():
+    assert mpi_ops.CHECKS.keys() == mpi_ops.OPS.keys()
+    assert {name: check.hlo for name, check in mpi_ops.CHECKS.items()} == mpi_ops.AGREEMENT
+    assert set(mpi_ops.AGREEMENT.values()) <= {"operand", "result", "trailing", "nothing"}
+    assert mpi_ops.HANDLER_RULES.keys() == {"operand", "result", "trailing", "nothing"}
+    for name, check in mpi_ops.CHECKS.items():
         buffer, what = check.handler
-        assert check.handler in optable.HANDLER_RULES[check.hlo], name
-        assert buffer in optable.CHECK_BUFFERS and what in optable.CHECK_KINDS, name
+        assert check.handler in mpi_ops.HANDLER_RULES[check.hlo], name
+        assert buffer in mpi_ops.CHECK_BUFFERS and what in mpi_ops.CHECK_KINDS, name
         assert (buffer is None) == (what in ("op", "nothing")), name  # a buffer exactly when a shape is compared
-    assert {"send", "recv", "sendrecv"} <= set(optable.POINT_TO_POINT)
-    assert all(optable.CHECKS[name].handler == (None, "nothing") for name in optable.POINT_TO_POINT)
-    optable.check_table()  # what the build runs
+    assert {"send", "recv", "sendrecv"} <= set(mpi_ops.POINT_TO_POINT)
+    assert all(mpi_ops.CHECKS[name].handler == (None, "nothing") for name in mpi_ops.POINT_TO_POINT)
+    mpi_ops.check_table()  # what the build runs
 
 
 @pytest.mark.parametrize(("name", "check", "message"), [
-    ("allgatherv", optable.Check(hlo="result", handler=("operand", "trailing")), "does not check what"),
-    ("scatter", optable.Check(hlo="result", handler=("operand", "shape")), "does not check what"),
-    ("send", optable.Check(hlo="nothing", handler=(None, "op")), "does not check what"),
-    ("barrier", optable.Check(hlo="everything", handler=(None, "op")), "unknown HLO rule"),
+    ("allgatherv", mpi_ops.Check(hlo="result", handler=("operand", "trailing")), "does not check what"),
+    ("scatter", mpi_ops.Check(hlo="result", handler=("operand", "shape")), "does not check what"),
+    ("send", mpi_ops.Check(hlo="nothing", handler=(None, "op")), "does not check what"),
+    ("barrier", mpi_ops.Check(hlo="everything", handler=(None, "op")), "unknown HLO rule"),
 ])
 def test_the_build_refuses_rules_that_drift_apart(monkeypatch, name, check, message):
-    monkeypatch.setitem(optable.CHECKS, name, check)
-    with pytest.raises(ValueError, match=f"optable: {name}: .*{message}"):
-        optable.generate_ops_pxi()
-    monkeypatch.delitem(optable.CHECKS, name)
-    with pytest.raises(ValueError, match="optable: CHECKS names"):
-        optable.generate_ops_pxi()
+    monkeypatch.setitem(mpi_ops.CHECKS, name, check)
+    with pytest.raises(ValueError, match=f"mpi_ops: {name}: .*{message}"):
+        mpi_ops.generate_ops_pxi()
+    monkeypatch.delitem(mpi_ops.CHECKS, name)
+    with pytest.raises(ValueError, match="mpi_ops: CHECKS names"):
+        mpi_ops.generate_ops_pxi()
 
 
 def test_generated_check_tables_equal_the_table():
     """ext/ops.pxi's op_check and op_check_buffer say, for every opcode, the handler rule of
-    the op's row, with constants numbered as mpinb/optable.py orders them."""
-    pxi = optable.generate_ops_pxi()
+    the op's row, with constants numbered as mpinb/mpi_ops.py orders them."""
+    pxi = mpi_ops.generate_ops_pxi()
     enums = {k: int(v) for k, v in re.findall(r"^    (CHECK_\w+) = (\d+)$", pxi, re.MULTILINE)}
-    assert enums == {**{f"CHECK_{_word(k)}": i for i, k in enumerate(optable.CHECK_KINDS)},
-                     **{f"CHECK_BUFFER_{_word(b)}": i for i, b in enumerate(optable.CHECK_BUFFERS)}}
-    kinds = {f"OP_{name.upper()}": f"CHECK_{_word(c.handler[1])}" for name, c in optable.CHECKS.items()}
-    buffers = {f"OP_{name.upper()}": f"CHECK_BUFFER_{_word(c.handler[0])}" for name, c in optable.CHECKS.items()}
+    assert enums == {**{f"CHECK_{_word(k)}": i for i, k in enumerate(mpi_ops.CHECK_KINDS)},
+                     **{f"CHECK_BUFFER_{_word(b)}": i for i, b in enumerate(mpi_ops.CHECK_BUFFERS)}}
+    kinds = {f"OP_{name.upper()}": f"CHECK_{_word(c.handler[1])}" for name, c in mpi_ops.CHECKS.items()}
+    buffers = {f"OP_{name.upper()}": f"CHECK_BUFFER_{_word(c.handler[0])}" for name, c in mpi_ops.CHECKS.items()}
     assert _returns(pxi, "op_check") == {**kinds, None: "CHECK_NOTHING"}
     assert _returns(pxi, "op_check_buffer") == {**buffers, None: "CHECK_BUFFER_NONE"}
     p2p = pxi.split("cdef bint op_point_to_point(int opcode) noexcept nogil:\n", 1)[1].split("\n", 1)[0]
-    assert re.findall(r"opcode == OP_(\w+)", p2p) == [name.upper() for name in optable.POINT_TO_POINT]
+    assert re.findall(r"opcode == OP_(\w+)", p2p) == [name.upper() for name in mpi_ops.POINT_TO_POINT]
 
 
 def test_the_compiled_library_checks_what_the_table_says():
     """What the built extension's enter() reads (a stale build after a change of the table
     fails here: rebuild with ``pip install -e .``)."""
-    want = {name: (optable.CHECK_BUFFERS.index(c.handler[0]), optable.CHECK_KINDS.index(c.handler[1]))
-            for name, c in optable.CHECKS.items()}
+    want = {name: (mpi_ops.CHECK_BUFFERS.index(c.handler[0]), mpi_ops.CHECK_KINDS.index(c.handler[1]))
+            for name, c in mpi_ops.CHECKS.items()}
     assert library.load().check_rules() == want
 
 
 def test_the_python_layer_takes_point_to_point_ops_and_reductions_from_the_table():
-    assert timeline.POINT_TO_POINT is optable.POINT_TO_POINT
-    assert list(validation.REDUCTION_DTYPES) == list(optable.REDUCTIONS)  # names and order
+    assert timeline.POINT_TO_POINT is mpi_ops.POINT_TO_POINT
+    assert list(validation.REDUCTION_DTYPES) == list(mpi_ops.REDUCTIONS)  # names and order
     dtypes = validation.REDUCTION_DTYPES
     assert np.dtype("float32") in dtypes["SUM"] and np.dtype("float32") not in dtypes["BAND"]
     assert np.dtype("bool") in dtypes["LAND"] and np.dtype("bool") not in dtypes["SUM"]
@@ -133,11 +133,11 @@ def test_the_python_layer_takes_point_to_point_ops_and_reductions_from_the_table
 
 
 def test_generated_tables_list_every_op_and_reduction():
-    pxi = optable.generate_ops_pxi()
-    for i, name in enumerate(optable.OPS):
+    pxi = mpi_ops.generate_ops_pxi()
+    for i, name in enumerate(mpi_ops.OPS):
         assert f"OP_{name.upper()} = {i}" in pxi
         assert f'return b"{name}"' in pxi
-    for r in optable.REDUCTIONS:
+    for r in mpi_ops.REDUCTIONS:
         assert f"MPI_{r}" in pxi
-    registry = optable.generate_registry_pxi()
-    assert all(f"<void*>h_{name}" in registry for name in optable.OPS)
+    registry = mpi_ops.generate_registry_pxi()
+    assert all(f"<void*>h_{name}" in registry for name in mpi_ops.OPS)
