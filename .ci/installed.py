@@ -49,6 +49,10 @@ def hermetic_environment(root: str) -> None:
     for variable in ("IPYTHONDIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
         os.environ[variable] = os.path.join(root, variable.lower())
         os.makedirs(os.environ[variable])
+    # IPython puts the site-packages of $VIRTUAL_ENV first on sys.path when this Python is not that
+    # venv's (CI's own venv is active around the lanes): the lane would then test CI's packages
+    if os.path.realpath(os.environ.get("VIRTUAL_ENV", sys.prefix)) != os.path.realpath(sys.prefix):
+        del os.environ["VIRTUAL_ENV"]
 
 
 def check_installed(source: Path) -> None:
