@@ -38,8 +38,8 @@ def cluster_processes(cluster_id: str) -> list[psutil.Process]:
     return found
 
 
-def start_holder(**options) -> tuple[subprocess.Popen, str]:
-    script = HOLDER.format(tests=str(TESTS), options=options)
+def run_until_started(script: str) -> tuple[subprocess.Popen, str]:
+    """A Python running ``script``, once it printed ``STARTED <cluster id>``; the id."""
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     lines = []
@@ -49,6 +49,10 @@ def start_holder(**options) -> tuple[subprocess.Popen, str]:
             return proc, line.split()[1]
     proc.wait()
     pytest.fail("the holder did not start its cluster:\n" + "".join(lines[-40:]))
+
+
+def start_holder(**options) -> tuple[subprocess.Popen, str]:
+    return run_until_started(HOLDER.format(tests=str(TESTS), options=options))
 
 
 KEPT = """
@@ -63,14 +67,6 @@ time.sleep(3600)
 
 
 def start_kept(keep: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-c", KEPT.format(tests=str(TESTS), keep=keep)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("STARTED "):
-            return proc, line.split()[1]
-    proc.wait()
-    pytest.fail("the holder did not start its cluster:\n" + "".join(lines[-40:]))
+    return run_until_started(KEPT.format(tests=str(TESTS), keep=keep))
 
 
