@@ -9,115 +9,49 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import sys
 
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "mpinb"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "mpinb"
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 60  # code lines, the docstring not counted
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+
+import import_graph  # noqa: E402 - docs/_ext is not a package; the architecture picture reads the same graph
 
 
 def module_files() -> dict[str, pathlib.Path]:
-    """Dotted module name -> source file, for every .py file of the package."""
-    out = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        out[".".join(parts)] = path
-    return out
-
-
-def imported_modules(name: str, path: pathlib.Path, known: dict) -> set[str]:
-    """The mpinb modules a module imports anywhere in its body (top level and inside functions).
-    ``from X import y`` counts as importing X.y when that is a module, else X."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                source = ".".join(base + ([node.module] if node.module else []))
-            else:
-                source = node.module or ""
-            for alias in node.names:
-                sub = f"{source}.{alias.name}"
-                if sub in known or _names_a_submodule(source, alias.name, known):
-                    found.add(sub)  # a module (mpinb._ffi, compiled, imports nothing of ours)
-                else:
-                    found.add(source)
-    return {m for m in found if m.startswith("mpinb") and m != name}
-
-
-def _names_a_submodule(package: str, name: str, known: dict) -> bool:
-    """``from package import name`` where the package's __init__ does not define name."""
-    path = known.get(package)
-    if path is None or path.name != "__init__.py":
-        return False
-    tree = ast.parse(path.read_text())
-    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            defined.add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return name not in defined
-
-
-def import_graph() -> dict[str, set[str]]:
-    known = module_files()
-    return {name: imported_modules(name, path, known) & set(known) for name, path in known.items()}
-
-
-def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import circles: Tarjan's components of more than one module (or a module importing itself)."""
-    index, low, stack, on_stack, out = {}, {}, [], set(), []
-
-    def visit(v):
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1 or v in graph[v]:
-                out.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
+    return import_graph.module_files(PACKAGE)
 
 
 def test_the_circle_finder_finds_a_circle():
     """The check below can fail: a made-up graph with a circle through three modules."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert strongly_connected(graph) == [["a", "b", "c"]]
-    assert strongly_connected({"a": {"b"}, "b": set()}) == []
+    assert import_graph.circles(graph) == [["a", "b", "c"]]
+    assert import_graph.circles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_graph_sees_lazy_and_relative_imports():
-    graph = import_graph()
+    graph = import_graph.module_graph(PACKAGE)
     assert "mpinb.client.cluster" in graph["mpinb"]  # inside mpinb.__getattr__
     assert "mpinb.engine.code" in graph["mpinb.engine.execute"]  # from .code import ...
     assert "mpinb.mpi_ops" in graph["mpinb.mpi.primitives"]
 
 
 def test_no_import_circle_between_mpinb_modules():
-    graph = import_graph()
-    circles = strongly_connected(graph)
+    graph = import_graph.module_graph(PACKAGE)
+    circles = import_graph.circles(graph)
     detail = ["; ".join(f"{m} -> {sorted(graph[m] & set(c))}" for m in c) for c in circles]
+    assert circles == [], detail
+
+
+def test_no_import_runs_back_up_between_rooms():
+    """Rooms (a subpackage, or a module at the top) stand on floors only if no two of them import
+    each other, directly or round a circle: an arrow back up a floor is such a circle."""
+    graph = import_graph.room_graph(PACKAGE)
+    assert {"cell_options", "engine", "mpi", "view", "wire"} <= set(graph)
+    circles = import_graph.circles(graph)
+    detail = ["; ".join(f"{r} -> {sorted(graph[r] & set(c))}" for r in c) for c in circles]
     assert circles == [], detail
 
 

@@ -10,63 +10,13 @@ the source folder (the contributing page shows it).
 
 from __future__ import annotations
 
-import ast
 import html
 import pathlib
 
+from import_graph import room_graph
+
 OUT = pathlib.Path("_generated") / "architecture.svg"
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 118, 30, 16, 56, 12
-
-
-def room_of(module: str) -> str:
-    """The room of a dotted module name: ``mpinb.view.html`` -> ``view``."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "mpinb"
-
-
-def modules(package: pathlib.Path) -> dict:
-    """Dotted name -> source file, for every .py file of the package."""
-    out = {}
-    for path in sorted(package.rglob("*.py")):
-        parts = list(path.relative_to(package.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        out[".".join(parts)] = path
-    return out
-
-
-def imports(name: str, path: pathlib.Path, known: dict) -> set:
-    """The package's modules that one module imports, anywhere in its body."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = package.split(".")
-                parent = parent[: len(parent) - node.level + 1]
-                base = ".".join([*parent, base] if base else parent)
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names)
-    return {m for m in found if m in known and m != name}
-
-
-def room_graph(package: pathlib.Path) -> dict:
-    """Room -> the rooms it imports (the package's own __init__ and __main__ left out: they
-    only gather names and start the command)."""
-    known = modules(package)
-    graph: dict = {}
-    for name, path in known.items():
-        if name in ("mpinb", "mpinb.__main__"):
-            continue
-        room = room_of(name)
-        graph.setdefault(room, set())
-        graph[room].update(room_of(m) for m in imports(name, path, known) if m != "mpinb")
-    for room in graph:
-        graph[room].discard(room)
-    return graph
 
 
 def floors(graph: dict) -> dict:
