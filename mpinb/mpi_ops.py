@@ -3,8 +3,7 @@
 ``setup.py`` turns this table into ``ext/ops.pxi`` and ``ext/ops_registry.pxi`` (generated at
 build time, like pyzmq's constants): the opcode enum, the op names, each op's attributes (as a
 bit mask that ``decode_attrs`` checks: no unknown, foreign or missing attribute reaches a
-handler), what checked mode compares for each op (``CHECKS``, whose handler rule sits next to
-the rule read in compiled HLO), the reduction ops of checked mode, and
+handler), what checked mode compares for each op (``CHECKS``), the reduction ops of checked mode, and
 ``registrations()``, which pairs each target ``mpinb_<op>`` with its handler ``h_<op>`` (a
 missing handler is a compile error). On the Python side, ``make_primitive`` checks that a
 primitive passes exactly its op's attributes.
@@ -39,75 +38,45 @@ OPS = {
     "alltoallv": ("comm", "sendcounts", "recvcounts"),
 }
 
-class Check:
-    """What the ranks of the communicator must agree on for one op, beyond the op itself, as
-    two rules read side by side:
-
-    ``hlo``: what the ranks must agree on, read in a rank's compiled HLO (mpinb/analysis/hlo.py
-    ``collective_signature``)
-      "operand"  - the data operand's dtype and shape (root and non-root pass the same shape;
-                   an op without data operand, barrier: the op alone)
-      "result"   - the result's dtype and shape (scatter: root passes (nproc, ...); allgatherv:
-                   each rank passes its own count of rows, all get sum(counts))
-      "trailing" - dtype and the operand's dimensions after the first (alltoallv: counts differ)
-      "nothing"  - point to point: ranks legitimately call different ops with different shapes
-
-    ``handler``: (buffer, what) that checked mode exchanges before the MPI call (ext/checked.pxi;
-    ext/_ffi.pyx ``enter`` reads it from the generated ext/ops.pxi), and what ext/ran.pxi keeps
-    of each call for the divergence finding (mpinb/analysis/divergence.py)
-      buffer - "operand" (the first data operand), "result" (the first result) or None
-      what   - "shape" (dtype and whole shape), "trailing" (dtype and the dimensions after the
-               first), "op" (the op alone: no buffer) or "nothing" (no exchange at all)
-    Every exchange also compares the call number on the communicator, the root (ops with a
-    "root" attribute) and the reduction op (ops with an "op" attribute).
-    """
-
-    __slots__ = ("handler", "hlo")
-
-    def __init__(self, hlo: str, handler: tuple) -> None:
-        self.hlo = hlo
-        self.handler = handler
-
-    def __repr__(self) -> str:
-        return f"Check(hlo={self.hlo!r}, handler={self.handler!r})"
-
-
-#: the handler rules that check what each HLO rule says (an "operand" op without data operand,
-#: barrier, exchanges the op alone)
-HANDLER_RULES = {
-    "operand": (("operand", "shape"), (None, "op")),
-    "result": (("result", "shape"),),
-    "trailing": (("operand", "trailing"),),
-    "nothing": ((None, "nothing"),),
+#: What the ranks of the communicator must agree on for each op, beyond the op itself: the
+#: (buffer, what) that checked mode exchanges before the MPI call (ext/checked.pxi; ext/_ffi.pyx
+#: ``enter`` reads it from the generated ext/ops.pxi), and what ext/ran.pxi keeps of each call
+#: for the divergence finding (mpinb/analysis/divergence.py).
+#:   buffer - "operand" (the first data operand), "result" (the first result) or None
+#:   what   - "shape" (dtype and whole shape), "trailing" (dtype and the dimensions after the
+#:            first), "op" (the op alone: no buffer) or "nothing" (no exchange at all)
+#: Root and non-root pass the same operand shape; scatter's root passes (nproc, ...) and
+#: allgatherv's ranks their own count of rows, so those compare the result; alltoallv's counts
+#: differ by rank, so it compares the trailing dimensions; point to point ops legitimately differ
+#: between ranks. Every exchange also compares the call number on the communicator, the root
+#: (ops with a "root" attribute) and the reduction op (ops with an "op" attribute).
+CHECKS = {
+    "allreduce":      ("operand", "shape"),
+    "alltoall":       ("operand", "shape"),
+    "allgather":      ("operand", "shape"),
+    "bcast":          ("operand", "shape"),
+    "reduce":         ("operand", "shape"),
+    "gather":         ("operand", "shape"),
+    "scatter":        ("result", "shape"),
+    "scan":           ("operand", "shape"),
+    "send":           (None, "nothing"),
+    "recv":           (None, "nothing"),
+    "sendrecv":       (None, "nothing"),
+    "barrier":        (None, "op"),
+    "reduce_scatter": ("operand", "shape"),
+    "allgatherv":     ("result", "shape"),
+    "alltoallv":      ("operand", "trailing"),
 }
-#: the handler rule's words in the order of their codes in ext/ops.pxi (CHECK_*, CHECK_BUFFER_*)
+
+#: the (buffer, what) pairs that mean something: a buffer's shape, or the op alone, or nothing
+CHECK_RULES = (("operand", "shape"), ("result", "shape"), ("operand", "trailing"), (None, "op"),
+               (None, "nothing"))
+#: the rule's words in the order of their codes in ext/ops.pxi (CHECK_*, CHECK_BUFFER_*)
 CHECK_KINDS = ("nothing", "op", "shape", "trailing")
 CHECK_BUFFERS = (None, "operand", "result")
 
-#: op name -> its two agreement rules (class Check)
-CHECKS = {
-    "allreduce":      Check(hlo="operand",  handler=("operand", "shape")),
-    "alltoall":       Check(hlo="operand",  handler=("operand", "shape")),
-    "allgather":      Check(hlo="operand",  handler=("operand", "shape")),
-    "bcast":          Check(hlo="operand",  handler=("operand", "shape")),
-    "reduce":         Check(hlo="operand",  handler=("operand", "shape")),
-    "gather":         Check(hlo="operand",  handler=("operand", "shape")),
-    "scatter":        Check(hlo="result",   handler=("result", "shape")),
-    "scan":           Check(hlo="operand",  handler=("operand", "shape")),
-    "send":           Check(hlo="nothing",  handler=(None, "nothing")),
-    "recv":           Check(hlo="nothing",  handler=(None, "nothing")),
-    "sendrecv":       Check(hlo="nothing",  handler=(None, "nothing")),
-    "barrier":        Check(hlo="operand",  handler=(None, "op")),
-    "reduce_scatter": Check(hlo="operand",  handler=("operand", "shape")),
-    "allgatherv":     Check(hlo="result",   handler=("result", "shape")),
-    "alltoallv":      Check(hlo="trailing", handler=("operand", "trailing")),
-}
-
-#: op name -> its HLO rule (what mpinb/hlo.py reads)
-AGREEMENT = {name: check.hlo for name, check in CHECKS.items()}
-
 #: the point-to-point ops: nothing to agree on (not matched between ranks in the timeline)
-POINT_TO_POINT = tuple(name for name, check in CHECKS.items() if check.hlo == "nothing")
+POINT_TO_POINT = tuple(name for name, rule in CHECKS.items() if rule == (None, "nothing"))
 
 
 #: MPI's predefined reduction ops that mpinb accepts, in the order of their checked-mode codes,
@@ -132,16 +101,13 @@ def _bit(attribute: str) -> int:
 
 
 def check_table() -> None:
-    """Raise ValueError unless every op has its two rules and its handler rule checks what its
-    HLO rule says (the build refuses a table that would make them drift apart)."""
+    """Raise ValueError unless every op has exactly one rule of CHECK_RULES (the build refuses
+    a table the compiled library would misread)."""
     if CHECKS.keys() != OPS.keys():
         raise ValueError(f"mpi_ops: CHECKS names {sorted(CHECKS)}, OPS {sorted(OPS)}")
-    for name, check in CHECKS.items():
-        if check.hlo not in HANDLER_RULES:
-            raise ValueError(f"mpi_ops: {name}: unknown HLO rule {check.hlo!r}")
-        if check.handler not in HANDLER_RULES[check.hlo]:
-            raise ValueError(f"mpi_ops: {name}: handler rule {check.handler!r} does not check what "
-                             f"HLO rule {check.hlo!r} says; allowed: {HANDLER_RULES[check.hlo]}")
+    for name, rule in CHECKS.items():
+        if rule not in CHECK_RULES:
+            raise ValueError(f"mpi_ops: {name}: unknown rule {rule!r}; known: {CHECK_RULES}")
 
 
 def _code(word) -> str:
@@ -161,18 +127,18 @@ def generate_ops_pxi() -> str:
     lines += ['    return b"unknown"', ""]
     lines += ["", "cdef bint op_point_to_point(int opcode) noexcept nogil:"]
     lines += ["    return " + " or ".join(f"opcode == OP_{name.upper()}" for name in POINT_TO_POINT), ""]
-    lines += ["", "# checked mode: what is compared (CHECKS[op].handler[1]), and of which buffer ([0])",
+    lines += ["", "# checked mode: what is compared (CHECKS[op][1]), and of which buffer ([0])",
               "cdef enum:"]
     lines += [f"    CHECK_{_code(k)} = {i}" for i, k in enumerate(CHECK_KINDS)]
     lines += ["", "cdef enum:"]
     lines += [f"    CHECK_BUFFER_{_code(b)} = {i}" for i, b in enumerate(CHECK_BUFFERS)]
     lines += ["", "", "cdef int op_check(int opcode) noexcept nogil:",
               '    """What checked mode compares before the MPI call of ``opcode`` (CHECK_*)."""']
-    lines += [f"    if opcode == OP_{name.upper()}: return CHECK_{_code(c.handler[1])}" for name, c in CHECKS.items()]
+    lines += [f"    if opcode == OP_{name.upper()}: return CHECK_{_code(c[1])}" for name, c in CHECKS.items()]
     lines += ["    return CHECK_NOTHING", ""]
     lines += ["", "cdef int op_check_buffer(int opcode) noexcept nogil:",
               '    """Whose dtype and shape checked mode compares for ``opcode`` (CHECK_BUFFER_*)."""']
-    lines += [f"    if opcode == OP_{name.upper()}: return CHECK_BUFFER_{_code(c.handler[0])}"
+    lines += [f"    if opcode == OP_{name.upper()}: return CHECK_BUFFER_{_code(c[0])}"
               for name, c in CHECKS.items()]
     lines += ["    return CHECK_BUFFER_NONE", ""]
     lines += ["", "cdef int64_t op_attributes(int opcode) noexcept nogil:",

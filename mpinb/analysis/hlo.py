@@ -30,7 +30,6 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..mpi_ops import AGREEMENT
 from .hlo_text import Array, Instruction, Module, human_bytes, parse_arrays, parse_module
 
 #: the severities of findings, most severe first
@@ -290,38 +289,11 @@ def _relayouts(module: Module, inst: Instruction, rank: int | None) -> list[HloW
     return out
 
 
-def _shape_text(arr: Array, trailing_only: bool = False) -> str:
-    dims = [str(d) for d in arr.dims]
-    if trailing_only and dims:
-        dims[0] = "*"
-    return f"{arr.dtype}[{','.join(dims)}]"
-
-
-def collective_signature(module: Module, inst: Instruction) -> str | None:
-    """What every rank must agree on for this collective, as 'target dtype[shape]', by the op's
-    rule in mpinb/mpi_ops.py (gather: the operand, scatter: the result, alltoallv: the trailing
-    dimensions); None for point-to-point calls, which differ between ranks by design."""
-    if inst.opcode in XLA_COLLECTIVES:  # one SPMD program: the same op, shape and groups everywhere
-        groups = inst.attr("replica_groups") or inst.attr("source_target_pairs") or ""
-        return f"{collective_name(inst)} {inst.shape}" + (f" groups {{{groups}}}" if groups else "")
-    target = inst.attr("custom_call_target") or ""
-    rule = AGREEMENT.get(target[len("mpinb_"):], "result") if target.startswith("mpinb_") else "result"
-    if rule == "nothing":
-        return None
-    if rule == "result":
-        arrays = inst.arrays
-    else:  # the data operands: every operand but mpinb's 1-byte ordering buffer
-        arrays = [a for _, a in _operand_arrays(module, inst) if not (a.dtype == "s8" and not a.dims)]
-    if not arrays:
-        return target
-    return f"{target} {_shape_text(arrays[0], trailing_only=rule == 'trailing')}"
-
-
-def collective_steps(module: Module) -> list[tuple[str, str | None]]:
-    """(signature, source line) of each collective of a module that all ranks must agree on, in
-    scheduled order."""
-    return [(sig, module.source(inst)) for name in module.order for inst in [module.instructions[name]]
-            if is_collective(inst) for sig in [collective_signature(module, inst)] if sig is not None]
+def xla_collective_signature(inst: Instruction) -> str:
+    """What every rank must agree on for one of XLA's own collectives: one SPMD program has the
+    same op, shape and groups everywhere."""
+    groups = inst.attr("replica_groups") or inst.attr("source_target_pairs") or ""
+    return f"{collective_name(inst)} {inst.shape}" + (f" groups {{{groups}}}" if groups else "")
 
 
 def divergence_warnings(per_rank: Mapping[int, Iterable[Module]]) -> list[HloWarning]:
@@ -345,7 +317,7 @@ def divergence_warnings(per_rank: Mapping[int, Iterable[Module]]) -> list[HloWar
 
 def xla_collective_steps(module: Module) -> list[tuple[str, str | None]]:
     """(signature, source line) of each of XLA's own collectives of a module, in scheduled order."""
-    return [(collective_signature(module, inst), module.source(inst)) for name in module.order
+    return [(xla_collective_signature(inst), module.source(inst)) for name in module.order
             for inst in [module.instructions[name]] if inst.opcode in XLA_COLLECTIVES]
 
 
