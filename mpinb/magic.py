@@ -247,12 +247,9 @@ class MpiJaxMagics(Magics):
     def _clusters(self, args) -> None:
         """%mpijax list / clean."""
         from .client import attach
+        from .view.cluster_words import cleaned_words, listing_words
 
-        if args.command == "list":
-            print("\n".join(attach.listing()) or "no mpinb clusters of this user on this host")
-        else:
-            ended = attach.clean()
-            print("\n".join(f"ended {line}" for line in ended) or "nothing to clean: every cluster is held")
+        print(listing_words(attach.listing()) if args.command == "list" else cleaned_words(attach.clean()))
 
     def _line(self, line: str):
         args = line_parser().parse_args(shlex.split(line))

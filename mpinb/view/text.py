@@ -16,6 +16,7 @@ from ..cell_options import ViewOptions
 from ..wire.values import describe
 from . import images
 from .blocks import picture
+from .note_words import notes_of
 from .words import (
     RESULT_NAME,
     describe_inflight,
@@ -139,8 +140,7 @@ def render_text(result, view: ViewOptions = DEFAULT_VIEW, grouped=None) -> str:
     ``grouped``: ``groups(result, view)`` where the caller has it already (the HTML view uses
     the same groups)."""
     lines = [summary_line(result, view.max_lines)]
-    for note in result.notes:
-        lines.append(f"note: {note}")
+    lines += [f"note: {note}" for note in notes_of(result)]
     when = timeline.summary(result)
     scales = images.scales(result)
     if view.by_rank:
