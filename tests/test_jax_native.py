@@ -11,6 +11,7 @@ from support.topology import make_cluster
 
 from mpinb import MPICluster
 from mpinb.errors import EngineSetupError, PullError
+from mpinb.view.tables import jax_runtime_words
 
 TRANSPOSE = """
 import jax, numpy as np
@@ -56,7 +57,7 @@ def test_process_count_is_the_number_of_ranks_without_boilerplate(cluster):
     assert res.ok, res.text()
     for rank, rec in res.records.items():
         assert rec.show["where"]["repr"] == repr((cluster.n, rank, cluster.n))
-    assert cluster.status()["jax"] == f"jax.distributed: {cluster.n} processes, 1 CPU device each"
+    assert jax_runtime_words(cluster.status()["jax"]) == f"jax.distributed: {cluster.n} processes, 1 CPU device each"
 
 
 def test_a_shard_map_transpose_over_the_processes_equals_numpy(cluster):
@@ -180,7 +181,7 @@ def test_local_devices_per_process():
         for rank, rec in res.records.items():
             assert rec.show["where"]["repr"] == repr((2, rank, 6, 3))
             assert rec.show["same"]["value"] is True, res.text()
-        assert c.status()["jax"] == "jax.distributed: 2 processes, 3 CPU devices each"
+        assert jax_runtime_words(c.status()["jax"]) == "jax.distributed: 2 processes, 3 CPU devices each"
         refused = c.run_cell(ALLREDUCE_IN_SHARD_MAP)
         assert set(refused.states.values()) == {"failed"}, refused.text()
         assert ("NotImplementedError: mpinb: a collective inside shard_map (or pmap) over a mesh with 3 devices "

@@ -8,6 +8,7 @@ from mpinb.analysis.rank_accounts import differences, oversubscribed
 from mpinb.client.start_checks import ask_every_engine
 from mpinb.engine.self_account import package_versions, report
 from mpinb.errors import EngineSetupError
+from mpinb.view.start_words import oversubscribed_words
 
 SAME = {"python": "3.11.7", "mpinb": "0.1.0", "jax": "0.10.2", "jaxlib": "0.10.2", "mpi4py": "4.1.2",
         "mpi_library": "MPICH Version: 5.0.2", "mpinb_library": "ok", "cores": 2}
@@ -55,7 +56,8 @@ def test_a_library_that_does_not_load_anywhere_is_named_too():
 
 def test_more_ranks_than_cores_is_a_note_per_host():
     notes = oversubscribed(ranks(hosts=("a", "a", "a", "b")))
-    assert len(notes) == 1 and notes[0].startswith("3 ranks on a, which has 2 cores:"), notes
+    assert notes == [{"host": "a", "ranks": 3, "cores": 2}], notes
+    assert oversubscribed_words(**notes[0]).startswith("3 ranks on a, which has 2 cores:")
     assert oversubscribed(ranks()) == []
 
 

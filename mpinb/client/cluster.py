@@ -147,7 +147,7 @@ class MPICluster(ClusterHealth):
         self.view = None
         self.engines: list[dict] = []
         self.preflight: list[dict] = []   # each rank's account of itself at start (engine/self_account.py)
-        self.notes: list[str] = []        # what the start found worth saying (more ranks than cores)
+        self.notes: list[dict] = []       # what the start found worth saying (more ranks than cores)
         self.workdir: str | None = None
         self.started_at: float | None = None
         self.start_seconds: float | None = None

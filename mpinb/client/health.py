@@ -59,14 +59,14 @@ class ClusterHealth:
             "setup_cells": len(self.setup_cells),
         }
 
-    def _jax_runtime(self) -> str:
-        """How JAX runs on the engines, as the engines said at setup."""
+    def _jax_runtime(self) -> dict:
+        """How JAX runs on the engines, as the engines said at setup (mpinb.view.tables words it):
+        ``processes`` of jax.distributed (None: one process per rank), ``devices`` and ``platform``
+        of each."""
         first = self.engines[0] if self.engines else {}
-        devices = len(first.get("devices", ())) or first.get("local_devices", 1)
-        each = f"{devices} {first.get('platform', 'cpu').upper()} device{'s' if devices != 1 else ''} each"
-        if self.jax_distributed:
-            return f"jax.distributed: {first.get('jax_processes')} processes, {each}"
-        return f"one process per rank, {each}"
+        return {"processes": first.get("jax_processes") if self.jax_distributed else None,
+                "devices": len(first.get("devices", ())) or first.get("local_devices", 1),
+                "platform": first.get("platform", "cpu")}
 
     def interrupt(self, ranks=None) -> None:
         """SIGINT the engines (the notebook's stop button). A rank in Python stops with

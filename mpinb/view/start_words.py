@@ -1,5 +1,6 @@
-"""How a cluster's start is said while it runs: the phase, the engines counted, the time, as
-text (tqdm's bar outside a notebook) and HTML (mpinb.client.progress shows them). Pure."""
+"""How a cluster's start is said: while it runs, the phase, the engines counted, the time, as
+text (tqdm's bar outside a notebook) and HTML (mpinb.client.progress shows them); once done,
+what it found worth a note (more ranks than cores on a host). Pure."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ START_PHASES = {"controller": "starting the controller", "registering": "engines
 
 #: tqdm's format of the text bar: the phase as its description
 TEXT_BAR_FORMAT = "{desc}: {n_fmt}/{total_fmt} engines {bar} {elapsed_s:.1f} s"
+
+
+def oversubscribed_words(host: str, ranks: int, cores: int) -> str:
+    """A host that runs more ranks than it has cores (mpinb.analysis.rank_accounts.oversubscribed)."""
+    return (f"{ranks} ranks on {host}, which has {cores} cores: fine for correctness "
+            "and for teaching (the ranks take turns on the cores); time with one rank per core")
 
 
 def phase_words(phase: str) -> str:

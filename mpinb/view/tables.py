@@ -14,6 +14,16 @@ from ..analysis.hlo_text import marked_lines
 from .words import finding_text
 
 
+def jax_runtime_words(runtime: dict) -> str:
+    """How JAX runs on the engines (``MPICluster.status()["jax"]``): 'jax.distributed: 2
+    processes, 3 CPU devices each', 'one process per rank, 1 CPU device each'."""
+    devices = runtime["devices"]
+    each = f"{devices} {runtime['platform'].upper()} device{'s' if devices != 1 else ''} each"
+    if runtime["processes"] is not None:
+        return f"jax.distributed: {runtime['processes']} processes, {each}"
+    return f"one process per rank, {each}"
+
+
 class StatusTable(dict):
     """``%mpijax status``: the cluster's state as a small table; still the dict of
     ``MPICluster.status()`` (plus the default timeout) for code that reads it."""
@@ -30,6 +40,8 @@ class StatusTable(dict):
 
     def rows(self) -> list[tuple[str, str]]:
         def show(key, value):
+            if key == "jax":
+                return jax_runtime_words(value)
             if isinstance(value, list):
                 if not value:
                     return "none"
