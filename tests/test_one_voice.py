@@ -19,7 +19,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "mpinb"
 MAX_WORDS = 3
 
 #: the folders and modules that must not build sentences
-CLEANED = ("client", "errors.py", "cli.py", "magic.py")
+CLEANED = ("client", "launch", "errors.py", "cli.py", "magic.py")
 
 #: the exceptions whose text is exempt (see the module's docstring)
 ARGUMENT_ERRORS = {"ValueError", "TypeError", "UsageError", "ArgumentTypeError", "error"}
@@ -31,6 +31,10 @@ EXEMPT = {
     ("client/rank_task.py", "mpinb: this ipyparallel's"): "an invariant of ipyparallel's internals, for a developer",
     ("client/rank_task.py", "the rank's result"): "ipyparallel's TimeoutError of a wait, caught by mpinb's callers",
     ("client/cell_run.py", "ended by the MPI"): "a death's description, as the exit records (wire.status) word theirs",
+    ("launch/launchers.py", "job %i %T %r"): "squeue's output format, read by mpinb, not a sentence",
+    ("launch/launchers.py", "#!/bin/sh"): "the batch script given to sbatch, not a sentence",
+    ("launch/mpi_impl.py", "\nimport json, re"): "the probe's Python code, run in a child process",
+    ("launch/rank.py", "usage: python -m"): "the rank wrapper's own command line, run by the launcher, not by a user",
     ("cli.py", "mpinb: distributed JAX"): "argparse's description of the command line: its documentation",
     ("cli.py", "Copy the workshop"): "argparse's description of the command line: its documentation",
     ("magic.py", "Run the cell on"): "argparse's description of the magic: its documentation",

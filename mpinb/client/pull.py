@@ -26,6 +26,10 @@ def pull(cluster, name: str, max_bytes: int = DEFAULT_MAX_BYTES) -> np.ndarray:
     except CompositeError as exc:
         rank, ename, evalue = first_remote_error(exc)
         raise PullError(cause="on_rank", name=name, rank=rank, ename=ename, evalue=evalue) from None
+    refused = [(rank, part) for rank, part in enumerate(parts) if part["kind"] == "refused"]
+    if refused:
+        rank, part = refused[0]
+        raise PullError(cause="refused_on_rank", name=name, rank=rank, refusal=part)
     return assemble(name, parts, max_bytes)
 
 

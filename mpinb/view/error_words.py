@@ -161,11 +161,26 @@ def controller_words(cause: str, ports=(), attempts: int = 0, died: dict | None 
     return f"the controller could not start, {attempts} times; the last time: {controller_died_words(**died)}{why}"
 
 
+def refusal_words(name: str, refusal: dict) -> str:
+    """Why a rank would not give its part of ``name`` (mpinb.engine.shards.local_parts' facts)."""
+    cause = refusal["cause"]
+    if cause == "no_variable":
+        return f"pull: no variable {name!r} on this rank"
+    if cause == "not_array":
+        problem = f" ({refusal['problem']})" if refusal["problem"] else ""
+        return f"pull: {name} is a {refusal['type_name']}, not an array{problem}"
+    return (f"pull: {name} is {refusal['nbytes']} bytes on this rank, over the limit of {refusal['limit']} "
+            "(raise it: %mpijax pull NAME --max-mib M, or MPICluster.pull(name, max_bytes=...))")
+
+
 def pull_words(cause: str, name: str = "", rank: int | None = None, ename: str = "", evalue: str = "",
-               shapes=(), nbytes: int = 0, limit: int = 0, held: int = 0, size: int = 0) -> str:
-    """PullError of ``MPICluster.pull``: a rank's own error, or why the ranks' parts do not make one array."""
+               refusal: dict | None = None, shapes=(), nbytes: int = 0, limit: int = 0, held: int = 0,
+               size: int = 0) -> str:
+    """PullError of ``MPICluster.pull``: a rank refused or raised, or the ranks' parts do not make one array."""
+    if cause == "refused_on_rank":
+        return f"rank {rank}: {refusal_words(name, refusal)}"
     if cause == "on_rank":
-        return f"rank {rank}: " + (evalue if ename == "PullError" else f"{ename}: {evalue}")
+        return f"rank {rank}: {ename}: {evalue}"
     if cause == "spread_on_some":
         return f"pull: {name} is a jax.Array spread over processes on some ranks only"
     if cause == "shapes_differ":
@@ -178,6 +193,29 @@ def pull_words(cause: str, name: str = "", rank: int | None = None, ename: str =
     return f"pull: the ranks hold only {held} of {size} elements of {name}"
 
 
+def launcher_words(cause: str, python: str = "", problem: str = "", said: str = "", version: str = "",
+                   path: str = "", family: str = "", names=(), variables=(), root_arg: str = "",
+                   command: str = "") -> str:
+    """LauncherError (mpinb.launch.mpi_impl): the MPI mpi4py loads, or the launcher for it, and how to fix it."""
+    if cause == "probe_failed":
+        return f"cannot ask {python} which MPI mpi4py loads: {problem}"
+    if cause == "no_mpi":
+        return (f"mpi4py finds no MPI library in this Python ({said}): install one, e.g. `pip install mpich` "
+                "(or `pip install 'mpinb[mpich]'`), or your system's MPI (docs/install.md, 'Choosing the MPI')")
+    if cause == "unknown_mpi":
+        return f"mpinb does not know how to launch {version!r} ({path}): pass its launcher as mpi_cmd=[...] (--mpi-cmd)"
+    if cause == "no_launcher":
+        return (f"no launcher of {family} found for the MPI mpi4py loads ({version}, {path}): looked for "
+                f"{', '.join(names)} beside it and on PATH; pass it as mpi_cmd=[...] (--mpi-cmd)")
+    if cause == "refuses_root":
+        settings = " ".join(f"{v}=1" for v in variables)
+        return (f"{family} refuses to run as root unless told: set {settings} in the environment "
+                f"(os.environ, before starting the cluster), or pass --mpi-args \"{root_arg}\" "
+                "(docs/install.md, 'Choosing the MPI')")
+    return (f"{command} is {said}'s launcher, but mpi4py loads {family} ({version}): its ranks would "
+            f"not see each other. Use {family}'s launcher (leave mpi_cmd unset to let mpinb find it)")
+
+
 #: the words of each error class that carries facts, by the class (the first found along its MRO)
 WORDING = {
     errors.ClusterNotRunning: not_running_words,
@@ -188,6 +226,7 @@ WORDING = {
     errors.PreflightError: ranks_differ_words,
     errors.ControllerError: controller_words,
     errors.PullError: pull_words,
+    errors.LauncherError: launcher_words,
 }
 
 #: the words of each ``cause`` of a plain ClusterError
