@@ -43,6 +43,17 @@ def give_voice(voice: typing.Callable[[MpinbError, bool], str | None]) -> None:
     _voice = voice
 
 
+def _spoken(error: MpinbError, brief: bool) -> str | None:
+    """The voice's words for ``error``; None without a voice, or where its words do not fit these
+    facts (``str`` never raises: the facts are listed instead)."""
+    if _voice is None:
+        return None
+    try:
+        return _voice(error, brief)
+    except Exception:  # noqa: BLE001 - a wording that does not fit: the facts as they are
+        return None
+
+
 def fact_listing(error: MpinbError) -> str:
     """The facts as they are, for an error no voice words: 'job_gone: why='rank 1 died''."""
     facts = dict(error.facts)
@@ -62,8 +73,7 @@ class MpinbError(RuntimeError):
     def __str__(self) -> str:
         if not self.facts:
             return super().__str__()
-        said = _voice(self, False) if _voice is not None else None
-        return said if said is not None else fact_listing(self)
+        return _spoken(self, False) or fact_listing(self)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self)!r})" if self.facts else super().__repr__()
@@ -119,8 +129,7 @@ class CellFailed(MpinbError):
     def _render_traceback_(self) -> list[str]:
         """What IPython shows instead of a traceback (as for ipyparallel's CompositeError): one
         line under the view, which already shows each rank's error with its traceback."""
-        said = _voice(self, True) if _voice is not None else None
-        return [f"{type(self).__name__}: {said if said is not None else self}"]
+        return [f"{type(self).__name__}: {_spoken(self, True) or self}"]
 
 
 class QueuedCallFreed(MpinbError):

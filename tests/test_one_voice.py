@@ -30,7 +30,6 @@ EXEMPT = {
     ("client/watchdog.py", "mpinb watchdog: cluster"): "the watchdog's log line on its own stderr (its log file)",
     ("client/rank_task.py", "mpinb: this ipyparallel's"): "an invariant of ipyparallel's internals, for a developer",
     ("client/rank_task.py", "the rank's result"): "ipyparallel's TimeoutError of a wait, caught by mpinb's callers",
-    ("client/cell_run.py", "ended by the MPI"): "a death's description, as the exit records (wire.status) word theirs",
     ("launch/launchers.py", "job %i %T %r"): "squeue's output format, read by mpinb, not a sentence",
     ("launch/launchers.py", "#!/bin/sh"): "the batch script given to sbatch, not a sentence",
     ("launch/mpi_impl.py", "\nimport json, re"): "the probe's Python code, run in a child process",
@@ -143,8 +142,9 @@ def test_the_client_gives_the_errors_their_voice():
     from mpinb import errors
     from mpinb.view.error_words import error_words, lost_words
 
-    lost = errors.ClusterLost(cause="job_gone", why="rank 1 exited with status 3")
+    lost = errors.ClusterLost(cause="job_gone", lost={"rank": 1, "returncode": 3})
     assert errors._voice is error_words
-    assert str(lost) == lost_words(**lost.facts) and lost.why == "rank 1 exited with status 3"
-    assert errors.fact_listing(lost) == "job_gone: why='rank 1 exited with status 3'"
+    assert str(lost) == lost_words(**lost.facts) and lost.lost == {"rank": 1, "returncode": 3}
+    assert errors.fact_listing(lost) == "job_gone: lost={'rank': 1, 'returncode': 3}"
+    assert str(errors.ClusterLost(cause="job_gone", why="no such fact")) == "job_gone: why='no such fact'"
     assert str(errors.LauncherError("mpiexec not found")) == "mpiexec not found"

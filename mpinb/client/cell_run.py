@@ -103,7 +103,7 @@ class CellRun:
         self.t0 = 0.0
         self.timed_out = self.interrupted = False
         self.first_failure: float | None = None
-        self.dead: dict[int, str] = {}
+        self.dead: dict[int, dict] = {}             # rank -> its death (mpinb.client.health.dead_ranks)
         self.taken_down: set[int] = set()          # dead ranks the MPI launcher ended after another's death
         self.last_liveness: float | None = None  # never checked yet
         self.deadlock = None                       # a proven deadlock (mpinb.analysis.deadlock.Deadlock)
@@ -379,23 +379,24 @@ class CellRun:
         if self.dead:
             cause = self._cause_of_death()
             self.cluster.mark_lost(cause)
-            return [Note("job_ended", {"why": cause})]
+            return [Note("job_ended", {"lost": cause})]
         if not running:
             return []
         return [Note("way_out", {"running": running, "inflight": inflight, "where": where,
                                  "replayed": len(self.cluster.setup_cells)})]
 
-    def _cause_of_death(self) -> str:
-        """'rank R <how it ended>' for the first dead rank not merely taken down by the MPI launcher."""
+    def _cause_of_death(self) -> dict:
+        """{"rank": R, and its death} for the first dead rank not merely taken down by the MPI launcher."""
         dead = self.dead
         causes = [r for r in sorted(dead) if r not in self.taken_down]
         first = causes[0] if causes else min(dead)
-        return f"rank {first} {dead[first]}"
+        return {"rank": first, **dead[first]}
 
 
-def _settle_deaths(cluster, pending, engine_died, wait: float = 5.0) -> tuple[dict[int, str], set[int]]:
-    """({rank: cause} of dead ranks among ``pending``, the ranks among them that the MPI launcher
-    took down after another rank's death, described as such). Waits (up to ``wait`` s) for the
+def _settle_deaths(cluster, pending, engine_died, wait: float = 5.0) -> tuple[dict[int, dict], set[int]]:
+    """({rank: death} of dead ranks among ``pending``, the ranks among them that the MPI launcher
+    took down after another rank's death, their death saying so: ``after`` that rank, which
+    ended with ``after_returncode``). Waits (up to ``wait`` s) for the
     exit record of at least one dead rank: it travels through the MPI launcher's output, after
     the death itself is known."""
     end = time.perf_counter() + wait
@@ -408,11 +409,12 @@ def _settle_deaths(cluster, pending, engine_died, wait: float = 5.0) -> tuple[di
             break
         time.sleep(0.1)
     for r in engine_died:
-        dead.setdefault(r, "process ended")
+        dead.setdefault(r, {"returncode": None})
     causes = sorted(r for r in dead if r in records)
     taken_down = {r for r in dead if causes and r not in causes}
     for r in taken_down:
-        dead[r] = f"ended by the MPI launcher after rank {causes[0]} {records[causes[0]]['description']}"
+        dead[r] = {"returncode": dead[r]["returncode"], "after": causes[0],
+                   "after_returncode": records[causes[0]]["returncode"]}
     return dead, taken_down
 
 

@@ -156,7 +156,7 @@ class MPICluster(ClusterHealth):
         self._watched: dict = {}          # rank -> RankTask of the cell being run (its status)
         self._views: dict = {}            # ranks -> DirectView of them (made once per client)
         self._settled = SettledMessages()  # ipyparallel's records of earlier cells' messages, forgotten
-        self.lost: str | None = None      # why the MPI job is gone, once it is
+        self.lost: dict | None = None     # why the MPI job is gone, once it is: a rank and its death
         self._own_cluster_id = False      # the id was made here (a restart makes a new one)
 
     @property
@@ -373,7 +373,7 @@ class MPICluster(ClusterHealth):
         if not self.running:
             raise ClusterNotRunning(cause="not_started")
         if self.lost:
-            raise ClusterLost(cause="job_gone", why=self.lost)
+            raise ClusterLost(cause="job_gone", lost=self.lost)
         busy = {r: ar for r, ar in self.outstanding.items() if not ar.ready()}
         if busy:
             raise ClusterBusy(cause="busy", busy=sorted(busy), inflight={r: self.inflight(r) for r in busy},
@@ -396,8 +396,8 @@ class MPICluster(ClusterHealth):
         """Note that ``rank`` is still running the current cell: the next cell waits for it."""
         self.outstanding[rank] = async_result
 
-    def mark_lost(self, cause: str) -> None:
-        """Note that the MPI job is gone and why ("rank 1 ..."): later cells raise ClusterLost."""
+    def mark_lost(self, cause: dict) -> None:
+        """Note that the MPI job is gone and why (a rank and its death): later cells raise ClusterLost."""
         self.lost = cause
 
     def run_cell(self, code: str, options: CellOptions | None = None, *, stream=None, **keywords):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from .. import errors
 from ..analysis.grouping import label
 from .cluster_words import cluster_line
-from .words import RESULT_NAME, busy_words
+from .words import RESULT_NAME, busy_words, death_words, lost_job_words
 
 #: how each state that fails a cell is said
 FAILED_STATES = {"failed": "failed", "dead": "died", "running": "still running", "restarted": "restarted"}
@@ -26,7 +26,7 @@ def cell_failed_words(result) -> str:
         if state == "failed" and rec.error:
             problems.append(f"rank {rank}: {rec.error}")
         elif state == "dead":
-            problems.append(f"rank {rank} {result.dead.get(rank, 'died')}")
+            problems.append(f"rank {rank} {death_words(result.dead[rank]) if rank in result.dead else 'died'}")
         elif state == "running":
             problems.append(f"rank {rank} still running")
         elif state == "restarted":
@@ -50,9 +50,9 @@ def not_running_words(cause: str) -> str:
     return "no cluster running: start one with %mpijax start -n N (or MPICluster(n).start())"
 
 
-def lost_words(cause: str, why: str) -> str:
-    """ClusterLost: the MPI job ended, ``why`` as the launcher's watch said it."""
-    return f"the MPI job is gone ({why}); run %mpijax restart (cluster.restart())"
+def lost_words(cause: str, lost: dict) -> str:
+    """ClusterLost: the MPI job ended, ``lost`` the rank whose death ended it."""
+    return f"the MPI job is gone ({lost_job_words(lost)}); run %mpijax restart (cluster.restart())"
 
 
 def busy_error_words(cause: str, busy, inflight, where, replayed) -> str:

@@ -5,7 +5,7 @@ running, ranks freed, messages dropped, the engines restarted), worded here. Pur
 
 from __future__ import annotations
 
-from .words import dropped_words, freed_words, restart_words, way_out
+from .words import dropped_words, freed_words, lost_job_words, restart_words, way_out
 
 
 def deadlock_note_words(deadlock) -> list[str]:
@@ -13,8 +13,8 @@ def deadlock_note_words(deadlock) -> list[str]:
     return [deadlock.words()]
 
 
-def job_ended_note_words(why: str) -> list[str]:
-    return [f"the MPI job ended because {why}: run %mpijax restart"]
+def job_ended_note_words(lost: dict) -> list[str]:
+    return [f"the MPI job ended because {lost_job_words(lost)}: run %mpijax restart"]
 
 
 def hlo_capture_off_note_words() -> list[str]:

@@ -11,7 +11,7 @@ import typing
 from ..analysis import hlo
 from ..analysis.grouping import group_by, label
 from ..analysis.hlo_text import marked_lines
-from .words import finding_text
+from .words import finding_text, lost_job_words
 
 
 def jax_runtime_words(runtime: dict) -> str:
@@ -42,6 +42,8 @@ class StatusTable(dict):
         def show(key, value):
             if key == "jax":
                 return jax_runtime_words(value)
+            if key == "lost" and value:
+                return lost_job_words(value)
             if isinstance(value, list):
                 if not value:
                     return "none"

@@ -19,6 +19,7 @@ from .blocks import picture
 from .note_words import notes_of
 from .words import (
     RESULT_NAME,
+    death_words,
     describe_inflight,
     finding_text,
     freed_words_of,
@@ -58,7 +59,7 @@ def state_detail(result, rank: int) -> list[str]:
     if state == "failed" and rank in getattr(result, "freed", {}):
         return [f"state: {freed_words_of(result.freed[rank])}"]
     if state == "dead":
-        lines = [f"state: dead, {result.dead.get(rank, 'process ended')}"]
+        lines = [f"state: dead, {death_words(result.dead.get(rank, {}))}"]
         fault = result.faults.get(rank, "").strip()
         return lines + (["fault report:", _indent(fault)] if fault else [])
     return []
