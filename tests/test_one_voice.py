@@ -19,10 +19,13 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "mpinb"
 MAX_WORDS = 3
 
 #: the folders and modules that must not build sentences
-CLEANED = ("client", "launch", "errors.py", "cli.py", "magic.py")
+CLEANED = ("client", "launch", "engine", "wire", "errors.py", "cli.py", "magic.py")
 
 #: the exceptions whose text is exempt (see the module's docstring)
 ARGUMENT_ERRORS = {"ValueError", "TypeError", "UsageError", "ArgumentTypeError", "error"}
+
+#: why a traceback's lines are left on the engine
+TRACEBACK = "left: the traceback as IPython writes it, made where the frames are"
 
 #: sentences left where they are, with why (module, the sentence's first words)
 EXEMPT = {
@@ -34,6 +37,24 @@ EXEMPT = {
     ("launch/launchers.py", "#!/bin/sh"): "the batch script given to sbatch, not a sentence",
     ("launch/mpi_impl.py", "\nimport json, re"): "the probe's Python code, run in a child process",
     ("launch/rank.py", "usage: python -m"): "the rank wrapper's own command line, run by the launcher, not by a user",
+    # left (engine side): these travel as text in a rank's record or a RemoteError, where the
+    # notebook's voice is not; each needs its record to carry facts first
+    ("engine/execute.py", "a call that this"): "left: QueuedCallFreed's text, in the rank's error record",
+    ("engine/jax_processes.py", "--jax-distributed: rank 0's host name {} does"): "left: an engine's setup error",
+    ("engine/jax_processes.py", "--jax-distributed: rank 0's host name {} resolves"): "left: an engine's setup error",
+    ("engine/passes.py", "the jitted run printed"): "left: a Comparison's detail (analysis.compare words it too)",
+    ("engine/passes.py", "the two runs printed"): "left: a Comparison's detail (analysis.compare words it too)",
+    ("engine/self_account.py", "does not load:"): "left: the library's state, compared as text by analysis",
+    ("engine/self_account.py", "built for {}, but"): "left: the library's state, compared as text by analysis",
+    ("engine/tracebacks.py", "Cell {}, line {}{}"): TRACEBACK,
+    ("engine/tracebacks.py", "File {}:{}, in {}"): TRACEBACK,
+    ("engine/tracebacks.py", "(JAX raised it"): TRACEBACK,
+    ("engine/tracebacks.py", "The above exception"): "left: Python's own traceback words, as Python writes them",
+    ("engine/tracebacks.py", "During handling of"): "left: Python's own traceback words, as Python writes them",
+    ("engine/tracebacks.py", "{}Traceback (most recent"): "left: Python's own traceback words, as Python writes them",
+    ("engine/tracebacks.py", "Cell {}, line {}"): TRACEBACK,
+    ("wire/values.py", "{}  no block on"): "left: a value's summary line, written with the summary on the engine",
+    ("wire/values.py", "{}min {} max"): "left: a value's summary line, written with the summary on the engine",
     ("cli.py", "mpinb: distributed JAX"): "argparse's description of the command line: its documentation",
     ("cli.py", "Copy the workshop"): "argparse's description of the command line: its documentation",
     ("magic.py", "Run the cell on"): "argparse's description of the magic: its documentation",
