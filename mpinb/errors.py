@@ -19,13 +19,15 @@
 Bad arguments are ``ValueError``/``TypeError`` as usual in Python (and as in mpi4jax). Code
 tells errors apart by their class (and ``cause``), never by their message.
 
-An error carries facts, not sentences: ``ClusterLost(cause="job_gone", why="rank 1 died")``
-keeps each keyword as an attribute (and all of them in ``.facts``). The words a user reads are
-written in mpinb.view.error_words, which hands its wording function to :func:`give_voice` when it
-is imported; mpinb.client.cluster imports it, so ``str(error)`` reads as a sentence wherever a
-cluster was made, from the magic or from plain Python. This module imports nothing of the view
-(nor of the analysis): where no voice was given, ``str(error)`` lists the facts. An error raised
-with a text (``LauncherError("...")``, from code that words its own) keeps that text.
+An error carries facts, not sentences: ``PullError(cause="shapes_differ", name="x",
+shapes=[(2,), (3,)])`` keeps each keyword as an attribute (and all of them in ``.facts``), and
+code branches on its class and ``cause``. The words a user reads are written in
+mpinb.view.error_words, which hands its wording function to :func:`give_voice` when it is
+imported; ``mpinb.client`` (the package every cluster comes from) imports it, so ``str(error)``
+reads as a sentence from the magic and from plain Python alike. This module imports nothing of
+the view (nor of the analysis): without a voice, or where its words do not fit the facts,
+``str(error)`` lists the facts and never raises. An error raised with a text
+(``EngineSetupError("...")`` from an engine, which has no voice) keeps that text.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def _spoken(error: MpinbError, brief: bool) -> str | None:
 
 
 def fact_listing(error: MpinbError) -> str:
-    """The facts as they are, for an error no voice words: 'job_gone: why='rank 1 died''."""
+    """The facts as they are, for an error no voice words: "shapes_differ: name='x', shapes=[(2,), (3,)]"."""
     facts = dict(error.facts)
     cause = facts.pop("cause", "")
     listed = ", ".join(f"{name}={value!r}" for name, value in facts.items())
