@@ -49,11 +49,9 @@ def main(argv=None) -> int:
         return 0
     if args.command in ("list", "clean"):
         from .client import attach
+        from .view.cluster_words import cleaned_words, listing_words
 
-        if args.command == "list":
-            print("\n".join(attach.listing()) or "no mpinb clusters of this user on this host")
-        else:
-            print("\n".join(f"ended {line}" for line in attach.clean()) or "nothing to clean: every cluster is held")
+        print(listing_words(attach.listing()) if args.command == "list" else cleaned_words(attach.clean()))
         return 0
     return 2  # pragma: no cover
 

@@ -17,16 +17,68 @@
     JaxVersionWarning         JAX is newer than the newest series mpinb was tested with
 
 Bad arguments are ``ValueError``/``TypeError`` as usual in Python (and as in mpi4jax). Code
-tells errors apart by their class, never by their message.
+tells errors apart by their class (and ``cause``), never by their message.
+
+An error carries facts, not sentences: ``PullError(cause="shapes_differ", name="x",
+shapes=[(2,), (3,)])`` keeps each keyword as an attribute (and all of them in ``.facts``), and
+code branches on its class and ``cause``. The words a user reads are written in
+mpinb.view.error_words, which hands its wording function to :func:`give_voice` when it is
+imported; ``mpinb.client`` (the package every cluster comes from) imports it, so ``str(error)``
+reads as a sentence from the magic and from plain Python alike. This module imports nothing of
+the view (nor of the analysis): without a voice, or where its words do not fit the facts,
+``str(error)`` lists the facts and never raises. An error raised with a text
+(``EngineSetupError("...")`` from an engine, which has no voice) keeps that text.
 """
 
 from __future__ import annotations
 
 import typing
 
+#: the wording of errors with facts (mpinb.view.error_words.error_words): error, brief -> text
+_voice: typing.Callable[[MpinbError, bool], str | None] | None = None
+
+
+def give_voice(voice: typing.Callable[[MpinbError, bool], str | None]) -> None:
+    """Word every error with facts through ``voice(error, brief)`` (a text, or None where it
+    has no words for that error); ``brief`` asks for the one line shown under a cell's view."""
+    global _voice
+    _voice = voice
+
+
+def _spoken(error: MpinbError, brief: bool) -> str | None:
+    """The voice's words for ``error``; None without a voice, or where its words do not fit these
+    facts (``str`` never raises: the facts are listed instead)."""
+    if _voice is None:
+        return None
+    try:
+        return _voice(error, brief)
+    except Exception:  # noqa: BLE001 - a wording that does not fit: the facts as they are
+        return None
+
+
+def fact_listing(error: MpinbError) -> str:
+    """The facts as they are, for an error no voice words: "shapes_differ: name='x', shapes=[(2,), (3,)]"."""
+    facts = dict(error.facts)
+    cause = facts.pop("cause", "")
+    listed = ", ".join(f"{name}={value!r}" for name, value in facts.items())
+    return f"{cause}: {listed}" if cause and listed else cause or listed
+
 
 class MpinbError(RuntimeError):
-    """Base of mpinb's own exceptions."""
+    """Base of mpinb's own exceptions: the facts given as keywords are its attributes."""
+
+    def __init__(self, *args, **facts):
+        super().__init__(*args)
+        self.facts = facts
+        self.__dict__.update(facts)
+
+    def __str__(self) -> str:
+        if not self.facts:
+            return super().__str__()
+        return _spoken(self, False) or fact_listing(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})" if self.facts else super().__repr__()
 
 
 class ClusterError(MpinbError):
@@ -73,39 +125,13 @@ class CellFailed(MpinbError):
     """Raised by ``%%mpijax`` after the view is shown when a rank failed, died or did not finish
     (``--no-raise`` turns it off). ``.result`` is the cell's result (mpinb.client.result)."""
 
-    #: how each state that fails a cell is said
-    WORDS: typing.ClassVar[dict[str, str]] = {"failed": "failed", "dead": "died", "running": "still running",
-                                              "restarted": "restarted"}
-
-    def __init__(self, result):
-        self.result = result
-        problems = []
-        for rank, state in sorted(result.states.items()):
-            rec = result.records.get(rank)
-            if state == "failed" and rec.error:
-                problems.append(f"rank {rank}: {rec.error}")
-            elif state == "dead":
-                problems.append(f"rank {rank} {result.dead.get(rank, 'died')}")
-            elif state == "running":
-                problems.append(f"rank {rank} still running")
-            elif state == "restarted":
-                problems.append(f"rank {rank} restarted")
-        super().__init__(f"{len(problems)} of {len(result.ranks)} ranks did not finish the cell: "
-                         + "; ".join(problems))
+    def __init__(self, result=None):
+        super().__init__(result=result)
 
     def _render_traceback_(self) -> list[str]:
         """What IPython shows instead of a traceback (as for ipyparallel's CompositeError): one
         line under the view, which already shows each rank's error with its traceback."""
-        from .analysis.grouping import label
-
-        by_state: dict[str, list[int]] = {}
-        for rank, state in sorted(self.result.states.items()):
-            if state in self.WORDS:
-                by_state.setdefault(state, []).append(rank)
-        what = ", ".join(f"{label(ranks)} {self.WORDS[state]}" for state, ranks in by_state.items())
-        from .view.words import RESULT_NAME
-
-        return [f"CellFailed: {what} (see the view above; the whole result is in {RESULT_NAME})"]
+        return [f"{type(self).__name__}: {_spoken(self, True) or self}"]
 
 
 class QueuedCallFreed(MpinbError):

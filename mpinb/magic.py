@@ -34,6 +34,8 @@ from .cell_options import DEADLOCK_CHOICES, CellOptions, ViewOptions, parse_rank
 from .client.cluster import MPICluster
 from .client.result import CellResult
 from .errors import CellFailed, ClusterBusy, ClusterError, ClusterLost, PullError
+from .view.magic_words import STOPPED, attached_words, pulled_words, started_words, timeout_words
+from .view.start_words import oversubscribed_words
 from .view.tables import HloView, StatusTable
 from .view.words import RESULT_NAME, restart_words
 
@@ -210,9 +212,9 @@ class MpiJaxMagics(Magics):
             self.cluster.start()
         except ClusterError as exc:
             raise UsageError(f"%mpijax start: {exc}") from exc
-        print(f"{args.n} MPI engines ready in {self.cluster.start_seconds:.1f} s")
+        print(started_words(args.n, self.cluster.start_seconds))
         for note in self.cluster.notes:
-            print(f"note: {note}")
+            print(f"note: {oversubscribed_words(**note)}")
         return None
 
     def _pull(self, args) -> None:
@@ -226,7 +228,7 @@ class MpiJaxMagics(Magics):
         except (PullError, ClusterError) as exc:
             raise UsageError(f"%mpijax pull: {exc}") from exc
         self.shell.user_ns[local] = array
-        print(f"{local} = {array.dtype}{list(array.shape)} from {cluster.n} ranks")
+        print(pulled_words(local, array.dtype, array.shape, cluster.n))
         if args.images:
             from .view.images import pulled
 
@@ -241,18 +243,14 @@ class MpiJaxMagics(Magics):
             self.cluster = MPICluster.attach(args.id, force=args.force)
         except ClusterError as exc:
             raise UsageError(f"%mpijax attach: {exc}") from exc
-        print(f"attached to {self.cluster.cluster_id}: {self.cluster.n} ranks, the engines' variables as they were"
-              + (f", {len(self.cluster.setup_cells)} --setup cells known" if self.cluster.setup_cells else ""))
+        print(attached_words(self.cluster.cluster_id, self.cluster.n, len(self.cluster.setup_cells)))
 
     def _clusters(self, args) -> None:
         """%mpijax list / clean."""
         from .client import attach
+        from .view.cluster_words import cleaned_words, listing_words
 
-        if args.command == "list":
-            print("\n".join(attach.listing()) or "no mpinb clusters of this user on this host")
-        else:
-            ended = attach.clean()
-            print("\n".join(f"ended {line}" for line in ended) or "nothing to clean: every cluster is held")
+        print(listing_words(attach.listing()) if args.command == "list" else cleaned_words(attach.clean()))
 
     def _line(self, line: str):
         args = line_parser().parse_args(shlex.split(line))
@@ -266,7 +264,7 @@ class MpiJaxMagics(Magics):
         if cmd == "stop":
             if self.cluster is not None:
                 self.cluster.stop()
-            print("cluster stopped")
+            print(STOPPED)
             return None
         if cmd == "restart":
             if self.cluster is None:
@@ -286,7 +284,7 @@ class MpiJaxMagics(Magics):
             return self._pull(args)
         if cmd == "timeout":
             self.default_timeout = args.seconds
-            print(f"default %%mpijax timeout: {'none' if args.seconds is None else f'{args.seconds:g} s'}")
+            print(timeout_words(args.seconds))
             return None
         if cmd == "hlo":
             from .engine.hlo_capture import compiled_hlo

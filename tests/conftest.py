@@ -25,7 +25,8 @@ _ROOT: list[str] = []
 # Each test file's kind, registered as markers in pyproject.toml: ``pytest -m pure`` runs the
 # fast tests that start nothing; a new test file must be listed here.
 KINDS = {
-    "pure": ["test_compare.py", "test_display.py", "test_hlo.py", "test_layout.py", "test_status.py",
+    "pure": ["test_compare.py", "test_display.py", "test_hlo.py", "test_layout.py", "test_one_voice.py",
+             "test_status.py",
              "test_validation_properties.py", "test_cluster_config.py", "test_library.py",
              "test_stall.py", "test_package.py", "test_start_checks.py", "test_deadlock_proof.py",
              "test_freeing.py", "test_by_name.py", "test_docs_sources.py", "test_divergence.py",

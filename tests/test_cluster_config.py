@@ -147,7 +147,7 @@ def test_start_progress_counts_engines_and_ends_at_ready(capsys):
     from mpinb.client.progress import StartProgress
 
     progress = StartProgress(3, show=True)
-    progress.phase("engines registering")
+    progress.phase("registering")
     progress.count(1)
     progress.count(3)
     progress.phase("ready")

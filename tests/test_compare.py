@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from mpinb.analysis import compare as cmp
+from mpinb.view.hint_words import hint_words, stale_words
 
 
 def flat(tree):
@@ -80,11 +81,13 @@ def test_traces_name_the_stale_global_and_forget_what_was_traced_again():
     traces.note_traces(ns)
     assert traces.hints("f(jnp.ones(3))", ns, {"z"}, False) == []
     ns["k"], ns["w"] = 5, np.zeros(3)
-    words = traces.stale_globals(ns["f"])
-    assert words == [("k", "traced when k was 2; it is 5 now"),
-                     ("w", "traced when w was another value; it is a float64[3] array now")]
+    stale = traces.stale_globals(ns["f"])
+    assert stale == [{"global": "k", "was": "2", "now": {"repr": "5"}},
+                     {"global": "w", "was": None, "now": {"dtype": "float64", "shape": [3]}}]
+    assert [stale_words(s) for s in stale] == ["traced when k was 2; it is 5 now",
+                                               "traced when w was another value; it is a float64[3] array now"]
     exec("def run():\n    return f(jnp.ones(3))", ns)  # noqa: S102 - called through a plain function
-    assert [h.split(":")[0] for h in traces.hints("z = run()", ns, {"z"}, False)] == [
+    assert [hint_words(h).split(":")[0] for h in traces.hints("z = run()", ns, {"z"}, False)] == [
         "f was traced when k was 2; it is 5 now", "f was traced when w was another value; it is a float64[3] array now"]
     exec("f(jnp.ones((2, 3)))", ns)  # noqa: S102 - traced again (a new shape): its globals are current
     traces.note_traces(ns)

@@ -12,6 +12,7 @@ from support.three_ranks import NO_HANG, usable
 
 from mpinb import view
 from mpinb.errors import ClusterBusy
+from mpinb.view.note_words import notes_of
 
 
 @pytest.fixture(scope="module")
@@ -33,15 +34,15 @@ def test_a_ring_receiving_from_the_wrong_neighbour_ends_with_its_cycle(cluster):
     assert not res.timed_out and res.deadlock is not None, res.text()
     said = ("deadlock: rank 0 waits to receive from rank 1 (line 2), rank 1 to receive from rank 2 (line 2), "
             "rank 2 to receive from rank 0 (line 2)")
-    assert res.notes[0] == said, res.notes
+    assert notes_of(res)[0] == said, notes_of(res)
     assert "deadlock (ranks 0-2)" in res.summary()
     assert said in res.text() and said in view.render_html(res)
-    assert not res.restarted, res.notes
+    assert not res.restarted, notes_of(res)
     assert all(res.states[r] == "failed" and "withdrawn" in res.records[r].error.evalue for r in range(3)), res.text()
     # each rank's message went to the neighbour that did not wait for it: dropped there, said
-    freed = res.notes[-1]
+    freed = notes_of(res)[-1]
     assert freed.startswith("ranks 0-2 were freed where they waited; the engines keep "
-                            "their variables"), res.notes
+                            "their variables"), notes_of(res)
     assert "rank 1 dropped a message of 16 B from rank 0 (tag 0)" in freed and freed in res.text()
     usable(cluster)
     assert cluster.run_cell("kept").records[0].result["repr"] == "42"  # the engines kept their variables
@@ -57,7 +58,7 @@ def test_a_cell_freed_in_its_eager_pass_does_not_wait_again_in_its_jitted_pass(c
     receive would wait again, and the freeing would end in a restart)."""
     res = cluster.run_cell("got = mpi.recv(jnp.zeros(2), source=(rank + 1) % size, tag=4)", compare=True,
                            timeout=NO_HANG)
-    assert res.deadlock is not None and not res.restarted, res.notes
+    assert res.deadlock is not None and not res.restarted, notes_of(res)
     assert all("withdrawn" in res.records[r].error.evalue for r in range(3)), res.text()
     usable(cluster)
 
@@ -69,8 +70,8 @@ def test_a_ring_of_large_sendrecvs_is_freed_too(cluster):
     res = cluster.run_cell("big = jnp.ones(1_000_000)\n"
                            "y = mpi.sendrecv(big, big, source=(rank + 1) % size, dest=(rank + 1) % size)",
                            timeout=NO_HANG)
-    assert res.deadlock is not None and not res.restarted, res.notes
-    assert "rank 1 dropped a message of 4000000 B from rank 0 (tag 0)" in res.notes[-1], res.notes
+    assert res.deadlock is not None and not res.restarted, notes_of(res)
+    assert "rank 1 dropped a message of 4000000 B from rank 0 (tag 0)" in notes_of(res)[-1], notes_of(res)
     usable(cluster)
 
 
@@ -80,7 +81,7 @@ def test_a_collective_on_the_program_s_own_communicator_restarts_the_engines(clu
     gone, as the view says."""
     cluster.run_cell("kept = 42\nmine = MPI.COMM_WORLD.Split(0, rank)")
     res = cluster.run_cell("if rank == 0:\n    mpi.allreduce(jnp.ones(2), MPI.SUM, comm=mine)", timeout=NO_HANG)
-    assert res.deadlock is not None and res.restarted and "1 --setup cell replayed" in res.notes[-1], res.notes
+    assert res.deadlock is not None and res.restarted and "1 --setup cell replayed" in notes_of(res)[-1], notes_of(res)
     usable(cluster)
     assert not cluster.run_cell("kept").ok
 
@@ -91,8 +92,9 @@ def test_a_receive_and_a_barrier_are_both_freed(cluster):
     cluster.run_cell("kept = 5")
     res = cluster.run_cell("if rank == 0:\n    mpi.recv(jnp.zeros(2), source=1, tag=3)\nelse:\n    mpi.barrier()",
                            timeout=NO_HANG)
-    assert res.notes[0] == "deadlock: rank 0 waits to receive from rank 1 (line 2), rank 1 waits in barrier (line 4)"
-    assert not res.restarted and res.notes[-1].startswith("ranks 0-2 were freed where they waited"), res.notes
+    said = "deadlock: rank 0 waits to receive from rank 1 (line 2), rank 1 waits in barrier (line 4)"
+    assert notes_of(res)[0] == said
+    assert not res.restarted and notes_of(res)[-1].startswith("ranks 0-2 were freed where they waited"), notes_of(res)
     assert "withdrawn before it ran" in res.records[1].error.evalue, res.records[1].error
     usable(cluster)
     assert cluster.run_cell("kept").records[0].result["repr"] == "5"
@@ -101,10 +103,11 @@ def test_a_receive_and_a_barrier_are_both_freed(cluster):
 def test_a_collective_the_others_left_without_calling(cluster):
     res = cluster.run_cell("if rank == 0:\n    mpi.allreduce(jnp.ones(3), MPI.SUM)", timeout=NO_HANG)
     assert not res.timed_out, res.text()
-    assert res.notes[0] == "deadlock: rank 0 waits in allreduce (line 2); ranks 1-2 left the cell without calling it"
+    said = "deadlock: rank 0 waits in allreduce (line 2); ranks 1-2 left the cell without calling it"
+    assert notes_of(res)[0] == said
     assert res.states[1] == res.states[2] == "finished"
     # ranks 1 and 2 joined checked mode's exchange to free rank 0: no restart
-    assert not res.restarted and res.notes[-1].startswith("rank 0 was freed where it waited"), res.notes
+    assert not res.restarted and notes_of(res)[-1].startswith("rank 0 was freed where it waited"), notes_of(res)
     assert "withdrawn before it ran" in res.records[0].error.evalue, res.records[0].error
     usable(cluster)
 
@@ -115,9 +118,9 @@ def test_two_large_blocking_sends_to_each_other(cluster):
             "if rank < 2:\n    mpi.send(big, dest=1 - rank, tag=rank)\n"
             "    mpi.recv(big, source=1 - rank, tag=1 - rank)")
     res = cluster.run_cell(code, timeout=NO_HANG)
-    assert res.notes[0] == ("deadlock: rank 0 waits for rank 1 to receive its send with tag 0 (line 3), "
-                            "rank 1 for rank 0 to receive its send with tag 1 (line 3)"), res.notes
-    assert res.restarted, res.notes  # MPI cannot take back a send under way
+    assert notes_of(res)[0] == ("deadlock: rank 0 waits for rank 1 to receive its send with tag 0 (line 3), "
+                            "rank 1 for rank 0 to receive its send with tag 1 (line 3)"), notes_of(res)
+    assert res.restarted, notes_of(res)  # MPI cannot take back a send under way
     usable(cluster)
 
 
@@ -126,7 +129,7 @@ def test_keep_leaves_the_ranks_blocked_for_a_look(cluster):
                            timeout=NO_HANG)
     said = ("deadlock: rank 0 waits to receive with tag 7 from rank 1 (line 2); rank 2 waits to receive with "
             "tag 7 from rank 1 (line 2); rank 1 left the cell without sending it")
-    assert res.notes[0] == said, res.notes
+    assert notes_of(res)[0] == said, notes_of(res)
     assert not res.restarted
     with pytest.raises(ClusterBusy, match="ranks 0, 2 still run an earlier cell"):
         cluster.run_cell("1")
@@ -190,8 +193,8 @@ def test_a_ring_of_mpi4py_receives_ends_with_its_cycle(cluster):
                             "dest=(rank + 1) % size)").ok
     res = cluster.run_cell("got = MPI.COMM_WORLD.recv(source=(rank + 1) % size)", timeout=NO_HANG)
     assert not res.timed_out and res.deadlock is not None, res.text()
-    assert res.notes[0] == ("deadlock: rank 0 waits to receive from rank 1 (line 1), rank 1 to receive from "
-                            "rank 2 (line 1), rank 2 to receive from rank 0 (line 1)"), res.notes
+    assert notes_of(res)[0] == ("deadlock: rank 0 waits to receive from rank 1 (line 1), rank 1 to receive from "
+                            "rank 2 (line 1), rank 2 to receive from rank 0 (line 1)"), notes_of(res)
     assert all(res.deadlock.waits[r]["function"] == "MPI_Mprobe" for r in range(3)), res.deadlock
     assert not res.restarted and all(res.records[r].error.ename == "Exception" for r in range(3)), res.text()
     assert "withdrawn" in res.records[0].error.evalue, res.records[0].error
@@ -203,13 +206,14 @@ def test_mpi4py_s_receive_against_mpinb_s_barrier(cluster):
     res = cluster.run_cell("if rank == 0:\n    MPI.COMM_WORLD.recv(source=1, tag=3)\nelse:\n    mpi.barrier()",
                            timeout=NO_HANG)
     assert not res.timed_out, res.text()
-    assert res.notes[0] == "deadlock: rank 0 waits to receive from rank 1 (line 2), rank 1 waits in barrier (line 4)"
+    said = "deadlock: rank 0 waits to receive from rank 1 (line 2), rank 1 waits in barrier (line 4)"
+    assert notes_of(res)[0] == said
     usable(cluster)
 
 
 def test_an_mpi4py_barrier_the_others_left_without_calling(cluster):
     res = cluster.run_cell("if rank == 2:\n    MPI.COMM_WORLD.Barrier()", timeout=NO_HANG)
-    assert res.notes[0] == "deadlock: rank 2 waits in barrier (line 2); ranks 0-1 left the cell without calling it"
+    assert notes_of(res)[0] == "deadlock: rank 2 waits in barrier (line 2); ranks 0-1 left the cell without calling it"
     usable(cluster)
 
 

@@ -10,7 +10,7 @@ from mpinb import view
 from mpinb.analysis import compare as cmp
 from mpinb.analysis import hlo, timeline
 from mpinb.cell_options import ViewOptions, parse_ranks
-from mpinb.client.result import CellResult
+from mpinb.client.result import CellResult, Note
 from mpinb.view import images, timeline_svg
 from mpinb.wire import values
 from mpinb.wire.records import ErrorInfo, RankRecord
@@ -195,7 +195,8 @@ def test_html_and_text_carry_the_same_facts_and_no_widget():
     alike; a finished view is static (no widget model that dies with the kernel)."""
     for by_rank in (False, True):
         res, opts = result(), ViewOptions(by_rank=by_rank)
-        res.notes.append("rank 2 is blocked inside MPI and cannot be interrupted: run %mpijax restart")
+        blocked = {"op": "allreduce", "call": 3, "bytes": 16, "peer": -1, "seconds": 4.0}
+        res.notes.append(Note("way_out", {"running": [2], "inflight": {2: blocked}, "where": {}, "replayed": 0}))
         text = view.render_text(res, opts)
         page = view.render_html(res, opts)
         bundle = view.CellView(res, opts)._repr_mimebundle_()

@@ -23,6 +23,7 @@ from mpinb.client.cell_run import DEFAULT_GRACE
 from mpinb.client.freeing import WITHDRAW_WAIT
 from mpinb.errors import ClusterBusy, ClusterError, ClusterLost
 from mpinb.launch.mpi_impl import find_launcher, loaded_mpi
+from mpinb.view.words import death_words
 
 #: Margin on the bounds that are the feature itself (fail fast after the grace period, a
 #: timeout fires, a death is reported): generous enough for a loaded 2-core machine.
@@ -244,7 +245,7 @@ def test_engine_death_is_reported_with_rank_and_cause(cluster, how, cause):
     res, seconds = timed(lambda: cluster.run_cell(
         f"import os, signal, time\nif rank == 1:\n    {how}\ntime.sleep(60)"))
     assert seconds < SLACK
-    assert res.states[1] == "dead" and res.dead[1] == cause, (res.dead, cluster.exit_records())
+    assert res.states[1] == "dead" and death_words(res.dead[1]) == cause, (res.dead, cluster.exit_records())
     assert "1 dead" in res.summary() or "3 dead" in res.summary()
     assert f"rank 1 {cause}" in res.text()
     if "SIGSEGV" in cause:

@@ -15,6 +15,7 @@ from support.shell import ipython_shell
 
 from mpinb import MPICluster
 from mpinb.errors import CellFailed
+from mpinb.view.hint_words import hint_words
 
 SEED = """
 import jax, jax.numpy as jnp, numpy as np
@@ -295,7 +296,7 @@ def test_compare_sees_a_stale_global_in_a_function_of_an_earlier_cell(ip):
     for rank in (0, 1):
         diff = next(c for c in res.records[rank].comparisons if c.name == "r_scaled")
         assert diff.status == "different" and diff.max_abs == 4.0  # 8 under jit, 12 eagerly
-        assert res.records[rank].hints == [
+        assert [hint_words(h) for h in res.records[rank].hints] == [
             "g_scaled was traced when scale was 2.0; it is 3.0 now: a jitted function keeps the globals it "
             "was traced with (pass scale as an argument, or define g_scaled again)"]
     assert res.text().count("hint: g_scaled was traced when scale was 2.0") == 1  # both ranks: once
@@ -325,7 +326,7 @@ def test_compare_sees_trace_time_side_effects(ip):
     assert "y_once" not in summary  # equal: the value itself is right
     out = next(c for c in res.records[1].comparisons if c.name == "stdout")
     assert "the jitted run printed 1 line, the eager run 2" in out.detail
-    assert res.records[0].hints == [
+    assert [hint_words(h) for h in res.records[0].hints] == [
         "traced_once assigns the global calls, which happens only when traced_once is traced, not at each "
         "call (return the value instead)",
         "traced_once calls print, which runs only when traced_once is traced (jax.debug.print prints at "

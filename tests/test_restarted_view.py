@@ -6,20 +6,23 @@ restart's progress bar leaves the cell's output. Pure: a fake cluster, no engine
 import re
 
 from mpinb import view
+from mpinb.analysis.deadlock import prove
 from mpinb.client import freeing
 from mpinb.client.progress import StartProgress
-from mpinb.client.result import CellResult
+from mpinb.client.result import CellResult, Note
 from mpinb.errors import CellFailed
 
 SEND = {"op": "send", "call": 5, "bytes": 16_000_000, "peer": 1, "seconds": 1.1}
+#: both ranks in a blocking send to the other, at line 6: what the run proved
+SWAP_DEADLOCK = prove({r: {"op": "send", "dest": 1 - r, "sendtag": 0, "comm": [0, 1]} for r in (0, 1)}, left=set(),
+                      lines={0: 6, 1: 6})
 
 
 def blocked_in_sends() -> CellResult:
     """The tutorial's swap of large arrays as the cell's run leaves it: both ranks in a send."""
     return CellResult("swap", [0, 1], {0: None, 1: None}, {0: "swapped 16 values\n", 1: "swapped 16 values\n"},
                       {0: "", 1: ""}, {0: "running", 1: "running"}, 1.52,
-                      notes=["deadlock: rank 0 waits for rank 1 to receive its send (line 6), rank 1 for rank 0 "
-                             "to receive its send (line 6)"],
+                      notes=[Note("deadlock", {"deadlock": SWAP_DEADLOCK})],
                       inflight={0: SEND, 1: {**SEND, "peer": 0}},
                       where={0: {"cell": "In[5]", "line": 6}, 1: {"cell": "In[5]", "line": 6}})
 

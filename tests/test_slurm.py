@@ -95,7 +95,7 @@ def test_batch_job_outside_an_allocation(slurm, monkeypatch):
         assert nodes == set(slurm_cluster.NODES) and sizes == {4}
         res = cluster.run_cell("import os, time\nif MPI.COMM_WORLD.Get_rank() == 1:\n    os._exit(3)\ntime.sleep(60)",
                                timeout=120)
-        assert res.states[1] == "dead" and res.dead[1] == "exited with code 3", (res.dead, cluster.exit_records())
+        assert res.states[1] == "dead" and res.dead[1] == {"returncode": 3}, (res.dead, cluster.exit_records())
     finally:
         cluster.stop()
     assert_nothing_left(cluster_id, status_dir)

@@ -8,6 +8,7 @@ from mpinb.analysis.rank_accounts import differences, oversubscribed
 from mpinb.client.start_checks import ask_every_engine
 from mpinb.engine.self_account import package_versions, report
 from mpinb.errors import EngineSetupError
+from mpinb.view.start_words import oversubscribed_words
 
 SAME = {"python": "3.11.7", "mpinb": "0.1.0", "jax": "0.10.2", "jaxlib": "0.10.2", "mpi4py": "4.1.2",
         "mpi_library": "MPICH Version: 5.0.2", "mpinb_library": "ok", "cores": 2}
@@ -55,7 +56,8 @@ def test_a_library_that_does_not_load_anywhere_is_named_too():
 
 def test_more_ranks_than_cores_is_a_note_per_host():
     notes = oversubscribed(ranks(hosts=("a", "a", "a", "b")))
-    assert len(notes) == 1 and notes[0].startswith("3 ranks on a, which has 2 cores:"), notes
+    assert notes == [{"host": "a", "ranks": 3, "cores": 2}], notes
+    assert oversubscribed_words(**notes[0]).startswith("3 ranks on a, which has 2 cores:")
     assert oversubscribed(ranks()) == []
 
 
@@ -121,7 +123,7 @@ def test_every_engine_s_answer_in_rank_order():
 def test_ranks_that_do_not_answer_are_named_after_start_timeout():
     started = time.monotonic()
     with pytest.raises(EngineSetupError, match=r"the ranks' check: ranks 1, 3 of 4 did not answer \(waited 0.5 s"):
-        ask_every_engine(Engines({0: Answer(1), 1: Answer(), 2: Answer(1), 3: Answer()}), "the ranks' check", len)
+        ask_every_engine(Engines({0: Answer(1), 1: Answer(), 2: Answer(1), 3: Answer()}), "check", len)
     assert 0.5 <= time.monotonic() - started < 5
 
 
@@ -129,7 +131,7 @@ def test_an_error_ends_the_wait_at_once_even_while_others_are_silent():
     engines = Engines({0: Answer(), 1: Answer(error=Remote())}, start_timeout=60)
     started = time.monotonic()
     with pytest.raises(EngineSetupError, match=r"the engines' setup failed on rank 1: RuntimeError: no backend$"):
-        ask_every_engine(engines, "the engines' setup", len)
+        ask_every_engine(engines, "setup", len)
     assert time.monotonic() - started < 5
 
 
@@ -147,7 +149,7 @@ def test_the_lowest_failed_rank_is_named_whichever_failed_first():
     Answer.wait = rank_0_fails_a_moment_later
     try:
         with pytest.raises(EngineSetupError, match=r"failed on rank 0: RuntimeError: no backend \(and on ranks 1-2\)"):
-            ask_every_engine(engines, "the engines' setup", len)
+            ask_every_engine(engines, "setup", len)
     finally:
         Answer.wait = real_wait
 

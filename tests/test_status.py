@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+from mpinb.view.words import exit_words
 from mpinb.wire import status
 
 
@@ -12,14 +13,16 @@ def test_exit_lines_survive_the_launcher_output_around_them():
                       "MPINB-EXIT {not json", status.exit_line(2, 3), ""])
     records = status.parse_exit_lines(text)
     assert sorted(records) == [1, 2]
-    assert records[1]["description"] == "killed by signal 11 (SIGSEGV)" and records[1]["fault"] == fault
-    assert records[2]["description"] == "exited with code 3" and records[2]["signal"] is None
+    assert records[1]["returncode"] == -11 and records[1]["signal"] == 11 and records[1]["fault"] == fault
+    assert records[2]["returncode"] == 3 and records[2]["signal"] is None
+    assert exit_words(records[1]["returncode"]) == "killed by signal 11 (SIGSEGV)"
+    assert exit_words(records[2]["returncode"]) == "exited with code 3" and exit_words(None) == "process ended"
 
 
 def test_exit_line_with_another_process_text_after_it_on_its_line():
     """Seen under srun: the rank's nanny wrote its log line before the record's newline."""
     text = status.exit_line(1, 3) + "2026-12-03 05:12:20.083 [KernelNanny.1] Notifying Hub {x}\n"
-    assert status.parse_exit_lines(text)[1]["description"] == "exited with code 3"
+    assert status.parse_exit_lines(text)[1]["returncode"] == 3
 
 
 def test_exit_line_fits_one_atomic_pipe_write():
@@ -44,4 +47,4 @@ def test_the_launch_wrapper_reports_how_its_child_ended(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "mpinb.launch.rank", "--status-dir", str(tmp_path), "--",
                            sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 128 + 9
-    assert status.parse_exit_lines(proc.stderr)[5]["description"] == "killed by signal 9 (SIGKILL)"
+    assert status.parse_exit_lines(proc.stderr)[5]["returncode"] == -9

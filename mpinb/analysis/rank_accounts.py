@@ -41,8 +41,9 @@ def differences(reports: list[dict], notebook: dict) -> list[str]:
     return lines
 
 
-def oversubscribed(reports: list[dict]) -> list[str]:
-    """A note per host that runs more ranks than it has cores."""
+def oversubscribed(reports: list[dict]) -> list[dict]:
+    """A note per host that runs more ranks than it has cores: its ``host``, ``ranks`` and
+    ``cores`` (mpinb.view.start_words words it)."""
     per_host = defaultdict(list)
     for report in reports:
         per_host[report["host"]].append(report)
@@ -50,6 +51,5 @@ def oversubscribed(reports: list[dict]) -> list[str]:
     for host, here in sorted(per_host.items()):
         cores = min(r.get("cores") or 1 for r in here)
         if len(here) > cores:
-            notes.append(f"{len(here)} ranks on {host}, which has {cores} cores: fine for correctness "
-                         "and for teaching (the ranks take turns on the cores); time with one rank per core")
+            notes.append({"host": host, "ranks": len(here), "cores": cores})
     return notes

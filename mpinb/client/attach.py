@@ -13,37 +13,27 @@ from ..errors import ClusterError, ClusterHeld
 from . import registry, upkeep
 
 
-def describe(record: dict, now: float | None = None) -> str:
-    """One line about a cluster: id, ranks, launcher, age, and who holds it or how long it idles."""
+def seen(record: dict, now: float | None = None) -> dict:
+    """A cluster's registry record with what is seen of it ``now``: ``now`` and ``idle`` (how
+    long no live process has held it, None while one does); mpinb.view.cluster_words says it."""
     now = time.time() if now is None else now
-    holder = record.get("holder") or {}
-    idle = registry.idle_seconds(record, now)
-    if idle is None:
-        state = f"held by PID {holder.get('pid')} on {holder.get('host')}"
-    else:
-        keep = record.get("keep_alive")
-        state = f"idle {idle:.0f} s" + (f" (ends after {keep:.0f} s idle)" if keep is not None else " (ending)")
-    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.get("started_at", now)))
-    return (f"{record['id']}  {record.get('n')} ranks  {record.get('launcher')}  started {started} "
-            f"({now - record.get('started_at', now):.0f} s ago)  {state}")
+    return dict(record, now=now, idle=registry.idle_seconds(record, now))
 
 
-def listing() -> list[str]:
-    """This user's clusters on this host, a line each (empty: none)."""
-    return [describe(r) for r in upkeep.running()]
+def listing() -> list[dict]:
+    """This user's clusters on this host, as seen now (empty: none)."""
+    return [seen(r) for r in upkeep.running()]
 
 
 def _choose(cluster_id: str | None) -> dict:
     records = upkeep.running()
-    known = "\n".join(describe(r) for r in records) or "(none)"
     if cluster_id is None:
         if len(records) != 1:
-            raise ClusterError(f"{'no cluster' if not records else f'{len(records)} clusters'} to attach to; "
-                               f"name one (%mpijax attach ID):\n{known}")
+            raise ClusterError(cause="none_to_choose", records=[seen(r) for r in records])
         return records[0]
     record = next((r for r in records if r["id"] == cluster_id), None)
     if record is None:
-        raise ClusterError(f"no cluster {cluster_id!r} here (this user's clusters on this host):\n{known}")
+        raise ClusterError(cause="no_such_cluster", cluster_id=cluster_id, records=[seen(r) for r in records])
     return record
 
 
@@ -57,8 +47,7 @@ def attach(cluster_class, cluster_id: str | None = None, *, force: bool = False,
     record = _choose(cluster_id)
     holder = record.get("holder")
     if registry.alive(holder) and holder.get("pid") != registry.me()["pid"] and not force:
-        raise ClusterHeld(f"cluster {record['id']} is held by PID {holder['pid']} on {holder['host']} "
-                          "(another kernel); attach with force=True (%mpijax attach --force) to take it over")
+        raise ClusterHeld(cause="held", cluster_id=record["id"], pid=holder["pid"], host=holder["host"])
     cluster = cluster_class(progress=False, **record["options"])
     cluster.cluster_id = record["id"]
     cluster._own_cluster_id = record.get("own_id", True)
@@ -70,8 +59,8 @@ def attach(cluster_class, cluster_id: str | None = None, *, force: bool = False,
         client.wait_for_engines(cluster.n, timeout=timeout)
     except TimeoutError as exc:
         client.close()
-        raise ClusterError(f"cluster {record['id']}: {len(client.ids)} of its {cluster.n} engines answer; the "
-                           f"others died: end it with %mpijax clean (or mpinb clean)\n{describe(record)}") from exc
+        raise ClusterError(cause="engines_died", cluster_id=record["id"], answering=len(client.ids), n=cluster.n,
+                           records=[seen(record)]) from exc
     cluster.client, cluster.view = client, client[:]
     cluster.view.block = True
     cluster.engines = record.get("engines", [])
@@ -82,14 +71,14 @@ def attach(cluster_class, cluster_id: str | None = None, *, force: bool = False,
     return cluster
 
 
-def clean() -> list[str]:
+def clean() -> list[dict]:
     """End every cluster of this user here that no live process holds, and remove its files;
-    the lines of those ended."""
+    those ended, as seen before."""
     from .watchdog import end_cluster
 
     ended = []
     for record in upkeep.running():
         if not registry.alive(record.get("holder")):
-            ended.append(describe(record))
+            ended.append(seen(record))
             end_cluster(record)
     return ended

@@ -17,12 +17,11 @@ from ..analysis import hlo as hlo_mod
 from ..analysis.deadlock import prove
 from ..cell_options import CellOptions, parse_ranks
 from ..view.divergence_words import divergence_finding
-from ..view.words import way_out
 from ..wire.by_name import ByName
 from ..wire.records import ErrorInfo, RankRecord
 from . import freeing
 from .rank_task import per_rank
-from .result import CellResult
+from .result import CellResult, Note
 
 #: seconds the other ranks get to finish once one failed or died
 DEFAULT_GRACE = 2.0
@@ -104,7 +103,7 @@ class CellRun:
         self.t0 = 0.0
         self.timed_out = self.interrupted = False
         self.first_failure: float | None = None
-        self.dead: dict[int, str] = {}
+        self.dead: dict[int, dict] = {}             # rank -> its death (mpinb.client.health.dead_ranks)
         self.taken_down: set[int] = set()          # dead ranks the MPI launcher ended after another's death
         self.last_liveness: float | None = None  # never checked yet
         self.deadlock = None                       # a proven deadlock (mpinb.analysis.deadlock.Deadlock)
@@ -358,42 +357,46 @@ class CellRun:
                 states[r] = "finished" if rec.ok else "failed"
         running = [r for r, s in states.items() if s == "running"]
         if self.deadlock is not None and self.options.deadlock == "restart" and not self.dead:
-            notes = [self.deadlock.words()]  # what follows frees them (mpinb.client.freeing)
+            notes = [Note("deadlock", {"deadlock": self.deadlock})]  # what follows frees them (mpinb.client.freeing)
         else:
             notes = self._job_notes(running, inflight, where)
             if self.deadlock is not None:
-                notes.insert(0, self.deadlock.words())
+                notes.insert(0, Note("deadlock", {"deadlock": self.deadlock}))
         per_rank_hlo = {r: rec.hlo for r, rec in records.items() if rec}
         finished = [r for r, state in states.items() if state == "finished"]
         warnings = hlo_mod.analyze(per_rank_hlo) if any(per_rank_hlo.values()) else []
         ran = {r: rec.ran for r, rec in records.items() if rec}
         warnings += [divergence_finding(d) for d in divergence.find(ran, finished)]
         if self.options.hlo and self.cluster.hlo and not all(rec.hlo_capture for rec in records.values() if rec):
-            notes.append("HLO capture is off on some ranks (JAX was imported before mpinb set XLA_FLAGS)")
+            notes.append(Note("hlo_capture_off"))
         return CellResult(self.code, self.targets, records, stdout, stderr, states, elapsed, warnings,
                           self.timed_out, self.options.compare, notes, inflight, self.dead, faults, self.interrupted,
                           where, self.deadlock)
 
     def _job_notes(self, running: list[int], inflight: dict[int, dict | None],
-                   where: dict[int, dict | None]) -> list[str]:
+                   where: dict[int, dict | None]) -> list[Note]:
         """What to do next when the MPI job ended (marking the cluster lost) or ranks still run."""
         if self.dead:
             cause = self._cause_of_death()
             self.cluster.mark_lost(cause)
-            return [f"the MPI job ended because {cause}: run %mpijax restart"]
-        return way_out(running, inflight, where, len(self.cluster.setup_cells))
+            return [Note("job_ended", {"lost": cause})]
+        if not running:
+            return []
+        return [Note("way_out", {"running": running, "inflight": inflight, "where": where,
+                                 "replayed": len(self.cluster.setup_cells)})]
 
-    def _cause_of_death(self) -> str:
-        """'rank R <how it ended>' for the first dead rank not merely taken down by the MPI launcher."""
+    def _cause_of_death(self) -> dict:
+        """{"rank": R, and its death} for the first dead rank not merely taken down by the MPI launcher."""
         dead = self.dead
         causes = [r for r in sorted(dead) if r not in self.taken_down]
         first = causes[0] if causes else min(dead)
-        return f"rank {first} {dead[first]}"
+        return {"rank": first, **dead[first]}
 
 
-def _settle_deaths(cluster, pending, engine_died, wait: float = 5.0) -> tuple[dict[int, str], set[int]]:
-    """({rank: cause} of dead ranks among ``pending``, the ranks among them that the MPI launcher
-    took down after another rank's death, described as such). Waits (up to ``wait`` s) for the
+def _settle_deaths(cluster, pending, engine_died, wait: float = 5.0) -> tuple[dict[int, dict], set[int]]:
+    """({rank: death} of dead ranks among ``pending``, the ranks among them that the MPI launcher
+    took down after another rank's death, their death saying so: ``after`` that rank, which
+    ended with ``after_returncode``). Waits (up to ``wait`` s) for the
     exit record of at least one dead rank: it travels through the MPI launcher's output, after
     the death itself is known."""
     end = time.perf_counter() + wait
@@ -406,11 +409,12 @@ def _settle_deaths(cluster, pending, engine_died, wait: float = 5.0) -> tuple[di
             break
         time.sleep(0.1)
     for r in engine_died:
-        dead.setdefault(r, "process ended")
+        dead.setdefault(r, {"returncode": None})
     causes = sorted(r for r in dead if r in records)
     taken_down = {r for r in dead if causes and r not in causes}
     for r in taken_down:
-        dead[r] = f"ended by the MPI launcher after rank {causes[0]} {records[causes[0]]['description']}"
+        dead[r] = {"returncode": dead[r]["returncode"], "after": causes[0],
+                   "after_returncode": records[causes[0]]["returncode"]}
     return dead, taken_down
 
 

@@ -50,9 +50,17 @@ from .start_checks import ask_every_engine, check_ranks
 DEFAULT_START_TIMEOUT = 120.0
 
 
-class LauncherExited(Exception):
-    """The MPI launcher ended before every engine registered (internal: start() turns it into
-    the ClusterError users see, with the launcher's output)."""
+class EnginesMissing(Exception):
+    """Not every engine registered within start_timeout (internal: start() turns it into the
+    ClusterError users see, with the launcher's output); ``facts``: how many did."""
+
+    def __init__(self, **facts):
+        super().__init__(facts)
+        self.facts = facts
+
+
+class LauncherExited(EnginesMissing):
+    """The MPI launcher ended before every engine registered; ``facts``: its exit status, when."""
 
 
 class MPICluster(ClusterHealth):
@@ -139,7 +147,7 @@ class MPICluster(ClusterHealth):
         self.view = None
         self.engines: list[dict] = []
         self.preflight: list[dict] = []   # each rank's account of itself at start (engine/self_account.py)
-        self.notes: list[str] = []        # what the start found worth saying (more ranks than cores)
+        self.notes: list[dict] = []       # what the start found worth saying (more ranks than cores)
         self.workdir: str | None = None
         self.started_at: float | None = None
         self.start_seconds: float | None = None
@@ -148,7 +156,7 @@ class MPICluster(ClusterHealth):
         self._watched: dict = {}          # rank -> RankTask of the cell being run (its status)
         self._views: dict = {}            # ranks -> DirectView of them (made once per client)
         self._settled = SettledMessages()  # ipyparallel's records of earlier cells' messages, forgotten
-        self.lost: str | None = None      # why the MPI job is gone, once it is
+        self.lost: dict | None = None     # why the MPI job is gone, once it is: a rank and its death
         self._own_cluster_id = False      # the id was made here (a restart makes a new one)
 
     @property
@@ -193,7 +201,7 @@ class MPICluster(ClusterHealth):
         not come up within start_timeout. ``keep_progress=False``: take the progress bar away
         once done."""
         if self.running:
-            raise ClusterError("cluster already running; stop() or restart() it first")
+            raise ClusterError(cause="already_running")
         t0 = time.perf_counter()
         progress = StartProgress(self.n, self.progress)
         try:
@@ -226,7 +234,7 @@ class MPICluster(ClusterHealth):
             self._cluster.start_engines_sync()
             lifetime.register(self, self._cluster)  # from here on, nothing outlives this process
             self.client = self._cluster.connect_client_sync()
-            progress.phase("engines registering")
+            progress.phase("registering")
             self._wait_for_engines(t0, progress)
         except (KeyboardInterrupt, ControllerError):  # the stop button, or no controller (its own words)
             self._teardown()  # leave no job or controller behind
@@ -234,30 +242,25 @@ class MPICluster(ClusterHealth):
         except Exception as exc:
             output = self._launcher_output()[-2000:] + launcher_for(self).queue_state()
             self._teardown()
-            why = (str(exc) if isinstance(exc, LauncherExited)
-                   else f"{self.n} MPI engines did not come up (waited up to {self.start_timeout:.0f} s): {exc}")
-            raise ClusterError(why + (f"\nlast output of the MPI launcher:\n{output}" if output.strip() else "")) \
-                from exc
+            raise ClusterError(cause="engines_not_up", n=self.n, waited=self.start_timeout, problem=str(exc),
+                               output=output, **getattr(exc, "facts", {})) from exc
         self._protect_connection_files()
         self.view = self.client[:]
         self.view.block = True
-        progress.phase("checking the ranks")
+        progress.phase("checking")
         try:
             self.preflight, self.notes = check_ranks(self)
         except BaseException:  # a difference, a rank that did not answer, the stop button: leave nothing running
             self._teardown()
             raise
-        progress.phase("setting up the engines")
+        progress.phase("setup")
         infos = self._setup_engines()
         ranks = [info["rank"] for info in infos]
         ids = list(self.client.ids)
         if ranks != ids:
             self._teardown()
             alone = len(set(ranks)) < len(ranks)  # each rank a world of its own
-            raise ClusterError(f"engine ids {ids} are not the MPI ranks {ranks}" + (
-                ": the ranks do not see each other, as when the launcher belongs to another MPI than the one "
-                "mpi4py loads (leave mpi_cmd unset to use that MPI's own launcher; docs/install.md, 'Choosing the MPI')"
-                if alone else ""))
+            raise ClusterError(cause="ids_not_ranks", ids=ids, ranks=ranks, alone=alone)
         self.engines = infos
         self.started_at = time.time()
         self.start_seconds = time.perf_counter() - t0
@@ -271,14 +274,14 @@ class MPICluster(ClusterHealth):
         from ..engine.startup import setup
 
         try:
-            return ask_every_engine(self, "the engines' setup", setup, self.dump_root, self.status_dir,
+            return ask_every_engine(self, "setup", setup, self.dump_root, self.status_dir,
                                     self.checked, self.jax_distributed, self.local_devices, self.devices)
         except BaseException:  # an engine's error, a rank that did not answer, the stop button
             self._teardown()
             raise
 
     def _wait_for_engines(self, t0: float, progress: StartProgress) -> None:
-        """Wait until all n engines registered, counting them on the progress bar: TimeoutError
+        """Wait until all n engines registered, counting them on the progress bar: EnginesMissing
         after start_timeout, LauncherExited at once when the MPI launcher ended first (a bad
         option, a refusal: its output says why)."""
         while True:
@@ -289,10 +292,9 @@ class MPICluster(ClusterHealth):
             ended = self.launcher_ended()
             if ended is not None:
                 seconds = time.perf_counter() - t0
-                raise LauncherExited(f"the MPI launcher ended (exit status {ended}) after {seconds:.1f} s, "
-                                     f"with {registered} of {self.n} engines registered")
+                raise LauncherExited(status=ended, seconds=seconds, registered=registered)
             if time.perf_counter() - t0 > self.start_timeout:
-                raise TimeoutError(f"{registered} of {self.n} engines registered")
+                raise EnginesMissing(registered=registered)
             time.sleep(0.1)
 
     def _protect_connection_files(self) -> None:
@@ -368,16 +370,14 @@ class MPICluster(ClusterHealth):
     def ensure_ready(self) -> None:
         """Raise unless a cell can run now: RuntimeError without a cluster, ClusterLost once the
         MPI job ended, ClusterBusy while ranks still run an earlier cell."""
-        from ..view.words import busy_words
-
         if not self.running:
-            raise ClusterNotRunning("no cluster running: start one with %mpijax start -n N (or MPICluster(n).start())")
+            raise ClusterNotRunning(cause="not_started")
         if self.lost:
-            raise ClusterLost(f"the MPI job is gone ({self.lost}); run %mpijax restart (cluster.restart())")
+            raise ClusterLost(cause="job_gone", lost=self.lost)
         busy = {r: ar for r, ar in self.outstanding.items() if not ar.ready()}
         if busy:
-            raise ClusterBusy(busy_words(sorted(busy), {r: self.inflight(r) for r in busy},
-                                         {r: self.where(r) for r in busy}, len(self.setup_cells)))
+            raise ClusterBusy(cause="busy", busy=sorted(busy), inflight={r: self.inflight(r) for r in busy},
+                              where={r: self.where(r) for r in busy}, replayed=len(self.setup_cells))
 
     def rank_view(self, ranks) -> object:
         """An ipyparallel DirectView of ``ranks`` (engine ids are the MPI ranks), made once per
@@ -396,8 +396,8 @@ class MPICluster(ClusterHealth):
         """Note that ``rank`` is still running the current cell: the next cell waits for it."""
         self.outstanding[rank] = async_result
 
-    def mark_lost(self, cause: str) -> None:
-        """Note that the MPI job is gone and why ("rank 1 ..."): later cells raise ClusterLost."""
+    def mark_lost(self, cause: dict) -> None:
+        """Note that the MPI job is gone and why (a rank and its death): later cells raise ClusterLost."""
         self.lost = cause
 
     def run_cell(self, code: str, options: CellOptions | None = None, *, stream=None, **keywords):

@@ -36,12 +36,14 @@ PORT_KEYS = ("registration", "control", "mux", "task", "iopub", "notification", 
 
 
 class ControllerDied(Exception):
-    """The controller cannot listen on all its ports: a port is taken or never opened
-    (``port_lost``), or the controller itself ended."""
+    """The controller cannot listen on all its ports: ``facts`` say why (``cause``: a port
+    "ports_taken" or "never_opened", a "process_ended" before they opened, or the controller
+    itself "ended"), as mpinb.view.error_words words them."""
 
-    def __init__(self, why: str, port_lost: bool = True):
-        super().__init__(why)
-        self.port_lost = port_lost
+    def __init__(self, **facts):
+        super().__init__(facts)
+        self.facts = facts
+        self.port_lost = facts["cause"] != "ended"
 
 
 def named_ports(info: dict) -> set[int]:
@@ -82,7 +84,7 @@ def _tree(pid: int) -> list[psutil.Process]:
             return [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         pass
-    raise ControllerDied(f"the controller (PID {pid}) ended", port_lost=False)
+    raise ControllerDied(cause="ended", pid=pid)
 
 
 def listening_ports(tree: list[psutil.Process]) -> set[int]:
@@ -146,34 +148,29 @@ def wait_until_listening(ipp_cluster, deadline: float) -> None:
                 return
             why = _why_lost(missing, root, ended)
             if why:
-                raise ControllerDied(why)
+                raise ControllerDied(**why)
         if len(listening) > opened:
             opened, progress = len(listening), time.monotonic()
         elif missing and time.monotonic() - progress > GRACE:
-            raise ControllerDied(f"ports {_listed(missing)} never opened")
+            raise ControllerDied(cause="never_opened", ports=sorted(missing))
         if time.monotonic() > deadline:
-            what = f"ports {_listed(missing)}" if missing else "its connection files"
-            raise ControllerError(f"the controller did not open {what} within start_timeout")
+            raise ControllerError(cause="not_opened", ports=sorted(missing))
         time.sleep(POLL)
 
 
-def _why_lost(missing: set[int], root: int, ended: set[int]) -> str | None:
-    """Why the ``missing`` ports of the controller ``root`` will not open, if that is known: a
-    process of it ``ended``, or another process listens there."""
+def _why_lost(missing: set[int], root: int, ended: set[int]) -> dict | None:
+    """Why the ``missing`` ports of the controller ``root`` will not open, if that is known (the
+    facts of a ControllerDied): a process of it ``ended``, or another process listens there."""
     if ended:
-        return f"a process of the controller (PID {_listed(ended)}) ended before ports {_listed(missing)} opened"
+        return {"cause": "process_ended", "pids": sorted(ended), "ports": sorted(missing)}
     holders = taken(missing, root)
     if holders:  # looked at twice: a socket seen before its (new) process was is not taken
         time.sleep(POLL)
         again = taken(missing, root)
         holders = {port: again[port] for port in sorted(holders) if port in again}
     if holders:
-        return "port " + ", ".join(f"{port} (PID {pid})" for port, pid in holders.items()) + " taken by another process"
+        return {"cause": "ports_taken", "holders": holders}
     return None
-
-
-def _listed(ports: set[int]) -> str:
-    return ", ".join(map(str, sorted(ports)))
 
 
 def _stop(ipp_cluster) -> None:
@@ -207,8 +204,6 @@ def start_controller(ipp_cluster, timeout: float) -> int:
             output = "" if exc.port_lost else ipp_cluster.controller.get_output()[-2000:]
             _stop(ipp_cluster)
             if attempt == ATTEMPTS or time.monotonic() > deadline:
-                why = (" (a port it picked was taken before it could listen on it)" if exc.port_lost
-                       else f"; its last output:\n{output}" if output.strip() else "")
-                raise ControllerError(f"the controller could not start, {attempt} times; the last time: "
-                                      f"{exc}{why}") from None
+                raise ControllerError(cause="could_not_start", attempts=attempt, died=exc.facts,
+                                      output=output) from None
     raise AssertionError("unreachable")

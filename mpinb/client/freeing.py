@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import time
 
-from ..view.words import dropped_words, freed_words, restart_words
-from .result import CellResult
+from .result import CellResult, Note
 
 #: seconds the freed ranks get to come back before the engines are restarted instead
 WITHDRAW_WAIT = 3.0
@@ -170,13 +169,13 @@ def drop_left(run) -> dict[int, tuple[list[dict], int]]:
 
 def say_freed(result: CellResult, freed: list[int], dropped: dict) -> None:
     """Say in the result's notes which ranks were freed in place, and what was dropped."""
-    result.notes.append(freed_words(freed, dropped))
+    result.notes.append(Note("freed", {"freed": freed, "dropped": dropped}))
 
 
 def say_dropped(result: CellResult, dropped: dict) -> None:
     """Say in the result's notes what the ranks dropped after the stop button freed some."""
     if dropped:
-        result.notes.append(dropped_words(dropped))
+        result.notes.append(Note("dropped", {"dropped": dropped}))
 
 
 def restart_after_deadlock(cluster, result: CellResult) -> None:
@@ -189,9 +188,10 @@ def restart_after_deadlock(cluster, result: CellResult) -> None:
     try:
         cluster.restart(replay_setup=True, keep_progress=False)
     except Exception as exc:  # noqa: BLE001 - said in the view; the cell's own result stands
-        result.notes.append(f"restarting the engines after the deadlock failed ({exc}): run %mpijax restart")
+        result.notes.append(Note("restart_failed", {"problem": str(exc)}))
         return
-    result.notes.append("to free them, " + restart_words(cluster.n, cluster.start_seconds or 0.0, replayed, True))
+    result.notes.append(Note("restarted", {"n": cluster.n, "seconds": cluster.start_seconds or 0.0,
+                                           "replayed": replayed}))
     result.restarted = True
     result.restart_seconds = time.perf_counter() - t0
     for rank, state in result.states.items():

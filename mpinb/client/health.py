@@ -59,14 +59,14 @@ class ClusterHealth:
             "setup_cells": len(self.setup_cells),
         }
 
-    def _jax_runtime(self) -> str:
-        """How JAX runs on the engines, as the engines said at setup."""
+    def _jax_runtime(self) -> dict:
+        """How JAX runs on the engines, as the engines said at setup (mpinb.view.tables words it):
+        ``processes`` of jax.distributed (None: one process per rank), ``devices`` and ``platform``
+        of each."""
         first = self.engines[0] if self.engines else {}
-        devices = len(first.get("devices", ())) or first.get("local_devices", 1)
-        each = f"{devices} {first.get('platform', 'cpu').upper()} device{'s' if devices != 1 else ''} each"
-        if self.jax_distributed:
-            return f"jax.distributed: {first.get('jax_processes')} processes, {each}"
-        return f"one process per rank, {each}"
+        return {"processes": first.get("jax_processes") if self.jax_distributed else None,
+                "devices": len(first.get("devices", ())) or first.get("local_devices", 1),
+                "platform": first.get("platform", "cpu")}
 
     def interrupt(self, ranks=None) -> None:
         """SIGINT the engines (the notebook's stop button). A rank in Python stops with
@@ -179,19 +179,20 @@ class ClusterHealth:
         return text
 
     def exit_records(self) -> dict[int, dict]:
-        """How dead engines ended: {rank: {"description": ..., "fault": ...}}, from the exit
+        """How dead engines ended: {rank: {"returncode": ..., "fault": ...}}, from the exit
         record lines mpinb.launch.rank writes and the MPI launcher brings back (mpinb.wire.status)."""
         return parse_exit_lines(self._launcher_output())
 
-    def dead_ranks(self) -> dict[int, str]:
-        """{rank: how it ended} for engines that are gone: unregistered from the controller (their
-        nanny saw them exit), described by the launcher's exit record where there is one."""
+    def dead_ranks(self) -> dict[int, dict]:
+        """{rank: its death} for engines that are gone: unregistered from the controller (their
+        nanny saw them exit); a death is {"returncode": ...} from the launcher's exit record, None
+        where there is none (mpinb.view.words.death_words says it)."""
         registered = self._registered()
         gone = [e["rank"] for e in self.engines if e["rank"] not in registered]
         if not gone:
             return {}
         records = self.exit_records()  # only read once something ended: it is the launcher's log
-        return {rank: records[rank]["description"] if rank in records else "process ended" for rank in gone}
+        return {rank: {"returncode": records[rank]["returncode"] if rank in records else None} for rank in gone}
 
     def watch(self, results: dict) -> None:
         """The RankTasks of the cell being submitted, by rank: where ``inflight`` reads."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import html
 import time
+
+from ..view.start_words import TEXT_BAR_FORMAT, phase_words, progress_html, progress_text
 
 
 class StartProgress:
@@ -14,7 +15,7 @@ class StartProgress:
     GitHub or in nbconvert alike); elsewhere tqdm's text bar."""
 
     def __init__(self, n: int, show: bool, interval: float = 0.2):
-        self.n, self.registered, self.words = n, 0, "starting the controller"
+        self.n, self.registered, self.at = n, 0, "controller"
         self.t0, self.interval, self.last = time.perf_counter(), interval, 0.0
         self.bar = self.handle = None
         if not show:
@@ -28,17 +29,11 @@ class StartProgress:
         else:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=n, desc=self.words, unit="engine",
-                            bar_format="{desc}: {n_fmt}/{total_fmt} engines {bar} {elapsed_s:.1f} s")
-
-    def _text(self) -> str:
-        return f"{self.words}: {self.registered}/{self.n} engines {time.perf_counter() - self.t0:.1f} s"
+            self.bar = tqdm(total=n, desc=phase_words(self.at), unit="engine", bar_format=TEXT_BAR_FORMAT)
 
     def _bundle(self) -> dict:
-        bar = f"<progress value='{self.registered}' max='{self.n}' style='width:12em'></progress>"
-        seconds = f"{self.registered}/{self.n} engines {time.perf_counter() - self.t0:.1f} s"
-        return {"text/plain": self._text(),
-                "text/html": f"<div class='mpinb-start'>{html.escape(self.words)}: {bar} {seconds}</div>"}
+        facts = (self.at, self.registered, self.n, time.perf_counter() - self.t0)
+        return {"text/plain": progress_text(*facts), "text/html": progress_html(*facts)}
 
     def _show(self, force: bool = False) -> None:
         now = time.perf_counter()
@@ -46,10 +41,11 @@ class StartProgress:
             self.handle.update(self._bundle(), raw=True)
             self.last = now
 
-    def phase(self, words: str) -> None:
-        self.words = words
+    def phase(self, at: str) -> None:
+        """The start is now at phase ``at`` (mpinb.view.start_words.START_PHASES)."""
+        self.at = at
         if self.bar is not None:
-            self.bar.set_description_str(words)
+            self.bar.set_description_str(phase_words(at))
         self._show(force=True)
 
     def count(self, registered: int) -> None:

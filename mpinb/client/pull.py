@@ -25,8 +25,11 @@ def pull(cluster, name: str, max_bytes: int = DEFAULT_MAX_BYTES) -> np.ndarray:
         parts = cluster.view.apply_sync(local_parts, name, max_bytes)
     except CompositeError as exc:
         rank, ename, evalue = first_remote_error(exc)
-        what = evalue if ename == "PullError" else f"{ename}: {evalue}"
-        raise PullError(f"rank {rank}: {what}") from None
+        raise PullError(cause="on_rank", name=name, rank=rank, ename=ename, evalue=evalue) from None
+    refused = [(rank, part) for rank, part in enumerate(parts) if part["kind"] == "refused"]
+    if refused:
+        rank, part = refused[0]
+        raise PullError(cause="refused_on_rank", name=name, rank=rank, refusal=part)
     return assemble(name, parts, max_bytes)
 
 
@@ -36,15 +39,14 @@ def assemble(name: str, parts: list[dict], max_bytes: int = DEFAULT_MAX_BYTES) -
     if kinds == {"global"}:
         return _global(name, parts, max_bytes)
     if kinds != {"local"}:
-        raise PullError(f"pull: {name} is a jax.Array spread over processes on some ranks only")
+        raise PullError(cause="spread_on_some", name=name)
     arrays = [p["array"] for p in parts]
     shapes = {a.shape for a in arrays}
     if len(shapes) > 1:
-        listed = ", ".join(str(a.shape) for a in arrays)
-        raise PullError(f"pull: {name} has different shapes on the ranks ({listed}); they cannot be stacked")
+        raise PullError(cause="shapes_differ", name=name, shapes=[a.shape for a in arrays])
     total = sum(a.nbytes for a in arrays)
     if total > max_bytes:
-        raise PullError(f"pull: {name} is {total} bytes on the ranks together, over the limit of {max_bytes}")
+        raise PullError(cause="too_large_stacked", name=name, nbytes=total, limit=max_bytes)
     return np.stack(arrays)
 
 
@@ -52,7 +54,7 @@ def _global(name: str, parts: list[dict], max_bytes: int) -> np.ndarray:
     shape, dtype = tuple(parts[0]["shape"]), np.dtype(parts[0]["dtype"])
     size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if size > max_bytes:
-        raise PullError(f"pull: {name} is {size} bytes as a global array, over the limit of {max_bytes}")
+        raise PullError(cause="too_large_global", name=name, nbytes=size, limit=max_bytes)
     out = np.empty(shape, dtype)
     filled = np.zeros(shape, bool)
     for part in parts:
@@ -61,6 +63,6 @@ def _global(name: str, parts: list[dict], max_bytes: int) -> np.ndarray:
             out[where] = block
             filled[where] = True
     if not filled.all():
-        raise PullError(f"pull: the ranks hold only {int(filled.sum())} of {filled.size} elements of {name}")
+        raise PullError(cause="missing_elements", name=name, held=int(filled.sum()), size=filled.size)
     return out
 

@@ -9,6 +9,16 @@ import dataclasses
 from ..wire.records import RankRecord, State
 
 
+@dataclasses.dataclass(frozen=True)
+class Note:
+    """A fact worth saying above a cell's view: its ``cause`` ("deadlock", "job_ended",
+    "way_out", "hlo_capture_off", "freed", "dropped", "restarted", "restart_failed") and the
+    facts it is said from; mpinb.view.note_words words it."""
+
+    cause: str
+    facts: dict = dataclasses.field(default_factory=dict)
+
+
 @dataclasses.dataclass
 class CellResult:
     """What one cell did on its ranks: each rank's record, output and state, the layout
@@ -25,7 +35,7 @@ class CellResult:
     warnings: list = dataclasses.field(default_factory=list)
     timed_out: bool = False
     compare: bool = False
-    notes: list[str] = dataclasses.field(default_factory=list)
+    notes: list[Note] = dataclasses.field(default_factory=list)
     inflight: dict[int, dict | None] = dataclasses.field(default_factory=dict)
     dead: dict[int, str] = dataclasses.field(default_factory=dict)
     faults: dict[int, str] = dataclasses.field(default_factory=dict)

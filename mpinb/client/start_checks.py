@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 
-from ..analysis.compare import format_ranks
 from ..analysis.rank_accounts import differences, oversubscribed
 from ..engine.self_account import package_versions, report
 from ..errors import EngineSetupError, PreflightError
@@ -20,10 +19,11 @@ FAILED_WAIT = 1.0
 
 
 def ask_every_engine(cluster, what: str, fn, *args) -> list:
-    """``fn(*args)`` on every engine at once, the answers in rank order (engine ids are the MPI
-    ranks). EngineSetupError when an engine raises (with its words), when the MPI launcher ends
-    first, or when some engine has not answered within the cluster's start_timeout: naming the
-    ranks that did not answer. Never waits longer than that."""
+    """``fn(*args)`` on every engine at once for the start's task ``what`` ("check", "setup"),
+    the answers in rank order (engine ids are the MPI ranks). EngineSetupError when an engine
+    raises (with its words), when the MPI launcher ends first, or when some engine has not
+    answered within the cluster's start_timeout: naming the ranks that did not answer. Never
+    waits longer than that."""
     asks = {rank: cluster.client[rank].apply_async(fn, *args) for rank in sorted(cluster.client.ids)}
     end = time.monotonic() + cluster.start_timeout
     while True:
@@ -35,11 +35,8 @@ def ask_every_engine(cluster, what: str, fn, *args) -> list:
         ended = cluster.launcher_ended()
         if ended is not None or time.monotonic() > end:
             silent = [rank for rank, ask in asks.items() if not ask.ready()]
-            why = (f"the MPI launcher ended (exit status {ended})" if ended is not None
-                   else f"waited {cluster.start_timeout:g} s (start_timeout)")
-            raise EngineSetupError(f"{what}: {format_ranks(silent)} of {len(asks)} did not answer ({why}); "
-                                   "a rank that never answers is stuck before the cell could run (its MPI, a "
-                                   "coordinator it waits for); a slow one needs a larger start_timeout")
+            raise EngineSetupError(cause="no_answer", task=what, silent=silent, asked=len(asks), status=ended,
+                                   waited=cluster.start_timeout)
         pending[0].wait(POLL)
 
 
@@ -54,18 +51,17 @@ def _raise_first_failure(what: str, asks: dict) -> None:
     try:
         asks[failed[0]].get()
     except Exception as exc:  # noqa: BLE001 - a RemoteError, or the engine's death: said as such
-        name, words = getattr(exc, "ename", type(exc).__name__), getattr(exc, "evalue", str(exc))
-        others = f" (and on {format_ranks(failed[1:])})" if failed[1:] else ""
-        raise EngineSetupError(f"{what} failed on rank {failed[0]}: {name}: {words}{others}") from None
-    raise EngineSetupError(f"{what} failed on rank {failed[0]}")  # its result said so, its get did not raise
+        raise EngineSetupError(cause="failed", task=what, rank=failed[0], others=failed[1:],
+                               name=getattr(exc, "ename", type(exc).__name__),
+                               words=getattr(exc, "evalue", str(exc))) from None
+    raise EngineSetupError(cause="failed", task=what, rank=failed[0])  # its result said so, its get did not raise
 
 
 def check_ranks(cluster) -> tuple[list[dict], list[str]]:
     """(every rank's report, the notes) from the engines of ``cluster``; PreflightError on a
     difference, EngineSetupError when a rank does not answer (the caller tears the cluster down)."""
-    reports = sorted(ask_every_engine(cluster, "the ranks' check", report), key=lambda r: r["rank"])
+    reports = sorted(ask_every_engine(cluster, "check", report), key=lambda r: r["rank"])
     found = differences(reports, package_versions())
     if found:
-        raise PreflightError("the ranks cannot run together, they differ in\n  " + "\n  ".join(found)
-                             + "\ninstall the same versions on every host (and in the notebook's environment)")
+        raise PreflightError(cause="ranks_differ", differences=found)
     return reports, oversubscribed(reports)

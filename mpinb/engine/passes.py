@@ -46,8 +46,9 @@ def flatten(tree):
 MULTIHOST = "jax.experimental.multihost_utils"
 
 
-def multi_process_hints(code: str, ns: dict, differing: set[str]) -> list[str]:
-    """On a multi-process runtime (``jax.distributed``), a hint for the differing variables
+def multi_process_hints(code: str, ns: dict, differing: set[str]) -> list[dict]:
+    """On a multi-process runtime (``jax.distributed``), a hint ("multihost": the ``names`` of the
+    differing variables and the ``helper``) for the differing variables
     computed from what one of JAX's multi-process helpers (``jax.experimental.multihost_utils``)
     returned: under ``jax.disable_jit`` they may see only this process's data, so such values
     can differ between the passes by nature. (Never starts JAX's backend.)"""
@@ -61,10 +62,7 @@ def multi_process_hints(code: str, ns: dict, differing: set[str]) -> list[str]:
     for helper in sorted(helpers):
         names = sorted(computed_from(code, helper) & differing)
         if names:
-            out.append(f"{', '.join(names)} {'was' if len(names) == 1 else 'were'} computed from {helper}, which "
-                       "under jax.disable_jit (the eager pass) may see only this process's data: that "
-                       "difference is JAX's eager mode, not jit (the sharded values themselves are "
-                       "compared block by block)")
+            out.append({"cause": "multihost", "names": names, "helper": helper})
     return out
 
 

@@ -67,15 +67,16 @@ def fingerprint(value) -> tuple:
     return ("object", id(value))
 
 
-def shown(value) -> str:
-    """A global's value in a hint: scalars as they are, anything else by its type."""
+def shown(value) -> dict:
+    """A global's value as a hint shows it (mpinb.view.hint_words): a scalar or a short string
+    by its ``repr``, an array by its ``dtype`` and ``shape``, anything else by its ``type``."""
     if value is None or isinstance(value, (bool, int, float, complex)):
-        return repr(value)
+        return {"repr": repr(value)}
     if isinstance(value, str) and len(value) <= 40:
-        return repr(value)
+        return {"repr": repr(value)}
     if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return f"a {value.dtype}{list(value.shape)} array"
-    return f"a {type(value).__name__}"
+        return {"dtype": str(value.dtype), "shape": list(value.shape)}
+    return {"type": type(value).__name__}
 
 
 def note_traces(ns: dict) -> None:
@@ -117,9 +118,10 @@ def called(code: str, ns: dict) -> dict[str, object]:
     return found
 
 
-def stale_globals(fn) -> list[tuple[str, str]]:
-    """[(global, 'was X, is Y now' words)] of the globals ``fn`` read that changed since it was
-    last traced (nothing if it was never seen traced, or was traced again since)."""
+def stale_globals(fn) -> list[dict]:
+    """{"global", "was" (its repr when traced; None where it was no scalar), "now" (``shown``)}
+    of the globals ``fn`` read that changed since it was last traced (nothing if it was never
+    seen traced, or was traced again since)."""
     known = TRACED.get(id(fn))
     if known is None or known[0] is not fn or known[1] != fn._cache_size():
         return []
@@ -127,25 +129,22 @@ def stale_globals(fn) -> list[tuple[str, str]]:
     out = []
     for name, before in known[2].items():
         if name in now and fingerprint(now[name]) != before:
-            was = f"{before[1]!r}" if before[0] == "value" else "another value"
-            out.append((name, f"traced when {name} was {was}; it is {shown(now[name])} now"))
+            was = repr(before[1]) if before[0] == "value" else None
+            out.append({"global": name, "was": was, "now": shown(now[name])})
     return out
 
 
-def hints(code: str, ns: dict, differing: set[str], stdout_differs: bool) -> list[str]:
-    """One sentence per likely cause of the jit/eager differences ``--compare`` found: a
-    function the cell called keeps a global it was traced with, or has a side effect (a global
-    it assigns among ``differing``, a print when ``stdout_differs``) that ran only at trace time."""
+def hints(code: str, ns: dict, differing: set[str], stdout_differs: bool) -> list[dict]:
+    """One hint per likely cause of the jit/eager differences ``--compare`` found, as facts
+    (mpinb.view.hint_words says them): a ``function`` the cell called keeps a global it was
+    traced with ("stale_global"), or has a side effect that ran only at trace time: a global it
+    assigns among ``differing`` ("assigns_global"), a print when ``stdout_differs`` ("prints")."""
     out = []
     for name, fn in called(code, ns).items():
-        for glob, words in stale_globals(fn):
-            out.append(f"{name} was {words}: a jitted function keeps the globals it was traced with "
-                       f"(pass {glob} as an argument, or define {name} again)")
+        out += [{"cause": "stale_global", "function": name, **stale} for stale in stale_globals(fn)]
         wrapped = fn.__wrapped__
-        for glob in sorted(globals_assigned(wrapped) & differing):
-            out.append(f"{name} assigns the global {glob}, which happens only when {name} is traced, "
-                       "not at each call (return the value instead)")
+        out += [{"cause": "assigns_global", "function": name, "global": glob}
+                for glob in sorted(globals_assigned(wrapped) & differing)]
         if stdout_differs and "print" in {n for c in _code_objects(wrapped.__code__) for n in c.co_names}:
-            out.append(f"{name} calls print, which runs only when {name} is traced (jax.debug.print "
-                       "prints at each call)")
+            out.append({"cause": "prints", "function": name})
     return out

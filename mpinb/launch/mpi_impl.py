@@ -156,12 +156,9 @@ def _probe(python: str, loader_env: tuple[tuple[str, str], ...]) -> LoadedMPI:
     try:
         proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise LauncherError(f"cannot ask {python} which MPI mpi4py loads: {exc}") from exc
+        raise LauncherError(cause="probe_failed", python=python, problem=str(exc)) from exc
     if proc.returncode != 0:
-        raise LauncherError(
-            "mpi4py finds no MPI library in this Python "
-            f"({(proc.stderr.strip().splitlines() or ['?'])[-1]}): install one, e.g. `pip install mpich` "
-            "(or `pip install 'mpinb[mpich]'`), or your system's MPI (docs/install.md, 'Choosing the MPI')")
+        raise LauncherError(cause="no_mpi", said=(proc.stderr.strip().splitlines() or ["?"])[-1])
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     return LoadedMPI(version=first_line(found["version"]), path=found["path"])
 
@@ -197,8 +194,7 @@ def find_launcher(mpi: LoadedMPI, local: bool = False) -> str:
     its own local launcher where it has one, else its general one)."""
     impl = mpi.implementation
     if impl is None:
-        raise LauncherError(f"mpinb does not know how to launch {mpi.version!r} ({mpi.path}): "
-                            "pass its launcher as mpi_cmd=[...] (--mpi-cmd)")
+        raise LauncherError(cause="unknown_mpi", version=mpi.version, path=mpi.path)
     names = (*impl.local_launchers, *impl.launchers) if local else impl.launchers
     beside = _search_dirs(mpi.path)
     for name in names:
@@ -210,9 +206,8 @@ def find_launcher(mpi: LoadedMPI, local: bool = False) -> str:
                 continue
             if name in impl.local_launchers or launcher_family(candidate) == impl.family:
                 return candidate
-    raise LauncherError(
-        f"no launcher of {impl.family} found for the MPI mpi4py loads ({mpi.version}, {mpi.path}): looked for "
-        f"{', '.join(names)} beside it and on PATH; pass it as mpi_cmd=[...] (--mpi-cmd)")
+    raise LauncherError(cause="no_launcher", family=impl.family, version=mpi.version, path=mpi.path,
+                        names=list(names))
 
 
 def check_root(mpi: LoadedMPI, args, env: dict) -> None:
@@ -222,11 +217,8 @@ def check_root(mpi: LoadedMPI, args, env: dict) -> None:
         return
     if all(env.get(v) == "1" for v in impl.root_env) or impl.root_arg in args:
         return
-    settings = " ".join(f"{v}=1" for v in impl.root_env)
-    raise LauncherError(
-        f"{impl.family} refuses to run as root unless told: set {settings} in the environment "
-        f"(os.environ, before starting the cluster), or pass --mpi-args \"{impl.root_arg}\" "
-        "(docs/install.md, 'Choosing the MPI')")
+    raise LauncherError(cause="refuses_root", family=impl.family, variables=list(impl.root_env),
+                        root_arg=impl.root_arg)
 
 
 def check_launcher_matches(mpi: LoadedMPI, command: list[str], args, env: dict) -> None:
@@ -243,6 +235,5 @@ def check_launcher_matches(mpi: LoadedMPI, command: list[str], args, env: dict) 
     if said == mpi.implementation.family:
         check_root(mpi, [*command, *args], env)
     elif said != "unknown":
-        raise LauncherError(
-            f"{command[0]} is {said}'s launcher, but mpi4py loads {mpi.family} ({mpi.version}): its ranks would "
-            f"not see each other. Use {mpi.family}'s launcher (leave mpi_cmd unset to let mpinb find it)")
+        raise LauncherError(cause="wrong_family", command=command[0], said=said, family=mpi.family,
+                            version=mpi.version)

@@ -1,6 +1,12 @@
 """How results are shown in the notebook: text and HTML of a cell's result, the live widget
 boxes while it runs, pictures, the timeline, the status and HLO tables, and their words.
 
+Every sentence a user reads is written here, from facts the others return or raise: a cell's
+summary and states (words), its notes (note_words), mpinb's errors (error_words, which gives
+mpinb.errors its voice), the start (start_words), the clusters here (cluster_words), the
+magic's confirmations (magic_words), a divergence (divergence_words), --compare's hints
+(hint_words).
+
     from mpinb import view
     view.render_text(result, ViewOptions(by_rank=True))   # or render_html, mimebundle
     display(view.CellView(result, options))               # what %%mpijax displays

@@ -10,6 +10,7 @@ from ..analysis import hlo, timeline
 from ..analysis.grouping import label
 from ..cell_options import ViewOptions
 from . import images, links, timeline_svg
+from .note_words import notes_of
 from .text import DEFAULT_VIEW, findings, groups, rank_block
 from .words import finding_text, state_line, summary_line
 
@@ -71,7 +72,7 @@ def header_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
     summary = html.escape(summary_line(result, view.max_lines))
     head = f"<div class='mpinb-summary' style='font-weight:bold'>{summary}</div>"
     notes = "".join(f"<div class='mpinb-note' style='color:#c62828'>note: {html.escape(n)}</div>"
-                    for n in result.notes)
+                    for n in notes_of(result))
     return head + notes + ("" if view.by_rank else state_grid_html(result))
 
 

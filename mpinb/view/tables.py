@@ -11,7 +11,17 @@ import typing
 from ..analysis import hlo
 from ..analysis.grouping import group_by, label
 from ..analysis.hlo_text import marked_lines
-from .words import finding_text
+from .words import finding_text, lost_job_words
+
+
+def jax_runtime_words(runtime: dict) -> str:
+    """How JAX runs on the engines (``MPICluster.status()["jax"]``): 'jax.distributed: 2
+    processes, 3 CPU devices each', 'one process per rank, 1 CPU device each'."""
+    devices = runtime["devices"]
+    each = f"{devices} {runtime['platform'].upper()} device{'s' if devices != 1 else ''} each"
+    if runtime["processes"] is not None:
+        return f"jax.distributed: {runtime['processes']} processes, {each}"
+    return f"one process per rank, {each}"
 
 
 class StatusTable(dict):
@@ -30,6 +40,10 @@ class StatusTable(dict):
 
     def rows(self) -> list[tuple[str, str]]:
         def show(key, value):
+            if key == "jax":
+                return jax_runtime_words(value)
+            if key == "lost" and value:
+                return lost_job_words(value)
             if isinstance(value, list):
                 if not value:
                     return "none"

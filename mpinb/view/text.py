@@ -16,8 +16,11 @@ from ..cell_options import ViewOptions
 from ..wire.values import describe
 from . import images
 from .blocks import picture
+from .hint_words import hint_words
+from .note_words import notes_of
 from .words import (
     RESULT_NAME,
+    death_words,
     describe_inflight,
     finding_text,
     freed_words_of,
@@ -57,7 +60,7 @@ def state_detail(result, rank: int) -> list[str]:
     if state == "failed" and rank in getattr(result, "freed", {}):
         return [f"state: {freed_words_of(result.freed[rank])}"]
     if state == "dead":
-        lines = [f"state: dead, {result.dead.get(rank, 'process ended')}"]
+        lines = [f"state: dead, {death_words(result.dead.get(rank, {}))}"]
         fault = result.faults.get(rank, "").strip()
         return lines + (["fault report:", _indent(fault)] if fault else [])
     return []
@@ -85,7 +88,7 @@ def rank_sections(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=No
         sections += [("error", [f"error: {rec.error}", _indent(rec.error.traceback)] if rec.error else []),
                      ("eager", [f"eager run failed: {rec.eager_error}"] if rec.eager_error else [])]
         sections += [(f"compare {c.name}", [f"compare: {c}"]) for c in rec.comparisons]
-        sections.append(("hints", [f"hint: {h}" for h in rec.hints]))
+        sections.append(("hints", [f"hint: {hint_words(h)}" for h in rec.hints]))
         sections.append(("pictures", images.lines(result, rank, scales), images.key(result, rank)))
     return [(name, tuple(line for line in lines if line), *key) for name, lines, *key in sections]
 
@@ -139,8 +142,7 @@ def render_text(result, view: ViewOptions = DEFAULT_VIEW, grouped=None) -> str:
     ``grouped``: ``groups(result, view)`` where the caller has it already (the HTML view uses
     the same groups)."""
     lines = [summary_line(result, view.max_lines)]
-    for note in result.notes:
-        lines.append(f"note: {note}")
+    lines += [f"note: {note}" for note in notes_of(result)]
     when = timeline.summary(result)
     scales = images.scales(result)
     if view.by_rank:

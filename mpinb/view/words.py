@@ -4,6 +4,8 @@ result's summary line, the ranks' states, a layout finding, trimmed output. Pure
 
 from __future__ import annotations
 
+import signal
+
 from ..analysis import hlo
 from ..analysis.compare import summary as comparison_words
 from ..analysis.grouping import label
@@ -45,6 +47,33 @@ def describe_where(where: dict) -> str:
         place = f"Cell {where.get('file')}" if where.get("file_is_cell") else f"File {where.get('file')}"
         text += f", in {where['function']} ({place}, line {where.get('file_line')})"
     return text
+
+
+def exit_words(returncode: int | None) -> str:
+    """How a process ended: 'killed by signal 11 (SIGSEGV)', 'exited with code 3', 'process ended'
+    (unknown: no exit record came back)."""
+    if returncode is None:
+        return "process ended"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by signal {-returncode} ({name})"
+    return f"exited with code {returncode}"
+
+
+def death_words(death: dict) -> str:
+    """How a rank died (mpinb.client.health.dead_ranks): its exit, or, when the MPI launcher ended
+    it after another rank's death, 'ended by the MPI launcher after rank 1 exited with code 3'."""
+    if death.get("after") is not None:
+        return f"ended by the MPI launcher after rank {death['after']} {exit_words(death['after_returncode'])}"
+    return exit_words(death.get("returncode"))
+
+
+def lost_job_words(lost: dict) -> str:
+    """Why the MPI job is gone: 'rank 1 killed by signal 9 (SIGKILL)'."""
+    return f"rank {lost['rank']} {death_words(lost)}"
 
 
 def skipped_by(result, rank: int) -> str:
@@ -173,7 +202,7 @@ def summary_line(result, max_lines: int | None = None) -> str:
     if running:
         parts.append(f"{len(running)} still running ({label(running)})")
     if by_state["dead"]:
-        how = "; ".join(f"rank {r} {result.dead[r]}" for r in by_state["dead"])
+        how = "; ".join(f"rank {r} {death_words(result.dead[r])}" for r in by_state["dead"])
         parts.append(f"{len(by_state['dead'])} dead ({how})")
     if by_state["restarted"]:
         parts.append(f"{len(by_state['restarted'])} restarted ({label(by_state['restarted'])})")

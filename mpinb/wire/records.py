@@ -51,8 +51,8 @@ class RankRecord:
     ran: dict | None = dataclasses.field(default=None, kw_only=True)
     # --compare --images: jit - eager of 2-D values that differ, sampled (values.sample)
     diff_images: dict = dataclasses.field(default_factory=dict, kw_only=True)
-    # --compare: likely causes of its differences, one sentence each (mpinb.engine.traces.hints)
-    hints: list[str] = dataclasses.field(default_factory=list, kw_only=True)
+    # --compare: likely causes of its differences, as facts (mpinb.engine.traces.hints)
+    hints: list[dict] = dataclasses.field(default_factory=list, kw_only=True)
     # the engine process went away while running the cell (no record of the cell: the client
     # made this one from ipyparallel's EngineError)
     engine_died: bool = dataclasses.field(default=False, kw_only=True)

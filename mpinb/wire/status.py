@@ -24,8 +24,7 @@ already has:
    forwards to the process that started it, next to the notebook, where ipyparallel keeps it
    in the engine set's output::
 
-       MPINB-EXIT {"rank": 1, "returncode": -11, "signal": 11,
-                   "description": "killed by signal 11 (SIGSEGV)", "fault": "Fatal Python error: ..."}
+       MPINB-EXIT {"rank": 1, "returncode": -11, "signal": 11, "fault": "Fatal Python error: ..."}
 
    ``fault`` is what faulthandler wrote for the engine (a segfault's Python traceback), read
    by the wrapper from a file on the engine's own host (:func:`fault_path`).
@@ -35,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 
 STATUS_KEY = "mpinb_status"
 EXIT_MARKER = "MPINB-EXIT "
@@ -73,16 +71,6 @@ def finishing_queued_work(where: dict | None) -> bool:
     return bool(where and where.get("settling"))
 
 
-def describe_exit(returncode: int) -> str:
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"killed by signal {-returncode} ({name})"
-    return f"exited with code {returncode}"
-
-
 def fault_path(directory: str, rank: int | None) -> str:
     """Where an engine's faulthandler writes, on the engine's host."""
     return os.path.join(directory, f"fault-rank{rank}.txt")
@@ -92,7 +80,7 @@ def exit_line(rank: int | None, returncode: int, fault: str = "") -> str:
     """The record as one line of at most MAX_LINE_BYTES - 1 bytes (the fault text is cut
     short, keeping its start: the innermost frames come first in faulthandler's report)."""
     record = {"rank": rank, "returncode": returncode, "signal": -returncode if returncode < 0 else None,
-              "description": describe_exit(returncode), "fault": fault}
+              "fault": fault}
 
     def line_with(chars: int) -> str:
         return EXIT_MARKER + json.dumps(dict(record, fault=fault[:chars]))

@@ -1,0 +1,32 @@
+"""How the clusters of this user on this host are said (``%mpijax list``, ``clean``, ``attach``):
+a line each from the facts mpinb.client.attach gathers. Pure: no IPython.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+def cluster_line(seen: dict) -> str:
+    """One line about a cluster: id, ranks, launcher, age, and who holds it or how long it idles.
+    ``seen`` is its registry record with ``now`` and ``idle`` (None while a live process holds it)."""
+    now, idle = seen["now"], seen["idle"]
+    holder = seen.get("holder") or {}
+    if idle is None:
+        state = f"held by PID {holder.get('pid')} on {holder.get('host')}"
+    else:
+        keep = seen.get("keep_alive")
+        state = f"idle {idle:.0f} s" + (f" (ends after {keep:.0f} s idle)" if keep is not None else " (ending)")
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seen.get("started_at", now)))
+    return (f"{seen['id']}  {seen.get('n')} ranks  {seen.get('launcher')}  started {started} "
+            f"({now - seen.get('started_at', now):.0f} s ago)  {state}")
+
+
+def listing_words(seen: list[dict]) -> str:
+    """``%mpijax list``: a line per cluster, or that there is none."""
+    return "\n".join(map(cluster_line, seen)) or "no mpinb clusters of this user on this host"
+
+
+def cleaned_words(ended: list[dict]) -> str:
+    """``%mpijax clean``: a line per cluster ended, or that every one is held."""
+    return "\n".join(f"ended {cluster_line(s)}" for s in ended) or "nothing to clean: every cluster is held"

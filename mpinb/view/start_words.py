@@ -1,0 +1,40 @@
+"""How a cluster's start is said: while it runs, the phase, the engines counted, the time, as
+text (tqdm's bar outside a notebook) and HTML (mpinb.client.progress shows them); once done,
+what it found worth a note (more ranks than cores on a host). Pure."""
+
+from __future__ import annotations
+
+import html
+
+#: the phases of a start (mpinb.client.cluster), as the bar names them
+START_PHASES = {"controller": "starting the controller", "registering": "engines registering",
+                "checking": "checking the ranks", "setup": "setting up the engines", "ready": "ready"}
+
+#: tqdm's format of the text bar: the phase as its description
+TEXT_BAR_FORMAT = "{desc}: {n_fmt}/{total_fmt} engines {bar} {elapsed_s:.1f} s"
+
+
+def oversubscribed_words(host: str, ranks: int, cores: int) -> str:
+    """A host that runs more ranks than it has cores (mpinb.analysis.rank_accounts.oversubscribed)."""
+    return (f"{ranks} ranks on {host}, which has {cores} cores: fine for correctness "
+            "and for teaching (the ranks take turns on the cores); time with one rank per core")
+
+
+def phase_words(phase: str) -> str:
+    return START_PHASES.get(phase, phase)
+
+
+def counted_words(registered: int, n: int, seconds: float) -> str:
+    return f"{registered}/{n} engines {seconds:.1f} s"
+
+
+def progress_text(phase: str, registered: int, n: int, seconds: float) -> str:
+    """'engines registering: 2/4 engines 3.1 s'."""
+    return f"{phase_words(phase)}: {counted_words(registered, n, seconds)}"
+
+
+def progress_html(phase: str, registered: int, n: int, seconds: float) -> str:
+    """The same with an HTML progress bar between the phase and the count."""
+    bar = f"<progress value='{registered}' max='{n}' style='width:12em'></progress>"
+    return (f"<div class='mpinb-start'>{html.escape(phase_words(phase))}: {bar} "
+            f"{counted_words(registered, n, seconds)}</div>")
