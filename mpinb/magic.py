@@ -294,9 +294,8 @@ class MpiJaxMagics(Magics):
             cluster = self._require_cluster()
             ranks = parse_ranks(args.ranks, cluster.n)
             expr = " ".join(args.expr)
-            view = cluster.client[ranks]
             try:
-                texts = view.apply_sync(compiled_hlo, expr)
+                texts = cluster.on_engines(compiled_hlo, expr, ranks=ranks).get()
             except Exception as exc:
                 raise UsageError(f"%mpijax hlo {expr}: {exc}") from exc
             result = HloView(dict(zip(ranks, texts, strict=True)))

@@ -388,6 +388,28 @@ class MPICluster(ClusterHealth):
             view = self._views[key] = self.client[list(key)]
         return view
 
+    def on_engines(self, function, *args, ranks=None):
+        """Send ``function(*args)`` to the engines of ``ranks`` and return ipyparallel's
+        AsyncResult at once: the one door through which the notebook side runs anything on an
+        engine. ``function`` must be one of :data:`mpinb.engine.entry_points.ENTRY_POINTS`
+        (TypeError otherwise); it travels by name (mpinb.wire.by_name). ``ranks``: None for every
+        engine (its ``get()`` a list in rank order), a sequence of ranks for those in one request
+        (a list too), or one int for that engine alone (its ``get()`` the value itself, its error
+        raised as the engine's RemoteError)."""
+        from ..engine.entry_points import ENTRY_POINTS
+        from ..wire.by_name import ByName
+
+        if not any(function is entry for entry in ENTRY_POINTS):
+            raise TypeError(f"on_engines: {function!r} is not one of the functions run on engines "
+                            "(mpinb.engine.entry_points.ENTRY_POINTS)")
+        if ranks is None:
+            engines = self.view
+        elif isinstance(ranks, int):
+            engines = self.client[ranks]
+        else:
+            engines = self.rank_view(sorted(ranks))
+        return engines.apply_async(ByName(function), *args)
+
     def begin_cell(self) -> None:
         """Forget the ranks of earlier cells: ensure_ready found them all finished."""
         self.outstanding = {}

@@ -86,7 +86,7 @@ class ClusterHealth:
         from ..engine.withdraw import at_rest
 
         try:
-            return all(self.rank_view(sorted(ranks)).apply_async(at_rest).get(timeout=timeout))
+            return all(self.on_engines(at_rest, ranks=ranks).get(timeout=timeout))
         except Exception:  # noqa: BLE001 - an engine that cannot answer cannot join either
             return False
 
@@ -95,14 +95,14 @@ class ClusterHealth:
         ("world" or "default"), to free them (mpinb.engine.withdraw.join); its AsyncResult."""
         from ..engine.withdraw import join
 
-        return self.rank_view(sorted(ranks)).apply_async(join, comm)
+        return self.on_engines(join, comm, ranks=ranks)
 
     def drop_left(self, ranks):
         """Have the idle ``ranks`` drop the messages left unreceived after ranks were freed
         (mpinb.engine.withdraw.drop_left); its AsyncResult."""
         from ..engine.withdraw import drop_left
 
-        return self.rank_view(sorted(ranks)).apply_async(drop_left)
+        return self.on_engines(drop_left, ranks=ranks)
 
     def wake(self, ranks=None) -> bool:
         """Send the engines the wake signal: a rank waiting in a receive takes it back and its cell
