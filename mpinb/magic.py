@@ -185,7 +185,7 @@ class MpiJaxMagics(Magics):
             self.cluster.start()
         except ClusterError as exc:
             raise UsageError(f"%mpijax start: {exc}") from exc
-        print(f"{args.n} MPI engines ready in {self.cluster.startseconds:.1f} s")
+        print(f"{self.cluster.n} MPI engines ready in {self.cluster.start_seconds:.1f} s")
         for note in self.cluster.notes:
             print(f"note: {note}")
         return None
@@ -251,7 +251,7 @@ class MpiJaxMagics(Magics):
                 cluster.restart(replay_setup=not args.no_replay)
             except ClusterError as exc:
                 raise UsageError(f"%mpijax restart: {exc}") from exc
-            print(restart_words(cluster.n, cluster.startseconds, len(cluster.setup_cells), not args.no_replay))
+            print(restart_words(cluster.n, cluster.start_seconds, len(cluster.setup_cells), not args.no_replay))
             return None
         if cmd == "status":
             status = StatusTable(self.cluster.status() if self.cluster else {"running": False})

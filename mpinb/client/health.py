@@ -2,9 +2,9 @@
 launcher's exit records, faulthandler's report), which MPI call a running rank waits in (its
 published status), and the signals it sends them (the stop button, SIGKILL on stop).
 
-Plain functions of a :class:`mpinb.client.cluster.MPICluster` (whose methods of the same names
-call them): they read the cluster's ipyparallel client, cluster and engines. Never a local
-``os.kill`` with a PID an engine reported: on a cluster that number belongs to another host.
+Plain functions of a :class:`mpinb.client.cluster.MPICluster`, which its methods call: they
+read the cluster's ipyparallel client, cluster and engines. Never a local ``os.kill`` with a
+PID an engine reported: on a cluster that number belongs to another host.
 """
 
 from __future__ import annotations
