@@ -11,7 +11,7 @@ rank's), ``launch/`` (starting the MPI job), ``wire/`` (what crosses), ``analysi
 ``view/`` (what the notebook makes of it); the documentation's API pages (docs/api.md) list the modules.
 """
 
-__all__ = ["CellOptions", "MPICluster", "ViewOptions", "__version__"]
+__all__ = ["CellOptions", "ClusterOptions", "MPICluster", "ViewOptions", "__version__"]
 
 
 def _version() -> str:
@@ -35,9 +35,13 @@ def __getattr__(name: str):
 
         return MPICluster
     if name in ("CellOptions", "ViewOptions"):
-        from . import options
+        from . import cell_options
 
-        return getattr(options, name)
+        return getattr(cell_options, name)
+    if name == "ClusterOptions":
+        from .cluster_options import ClusterOptions
+
+        return ClusterOptions
     raise AttributeError(f"module 'mpinb' has no attribute {name!r}")
 
 

@@ -1,4 +1,5 @@
-"""Command line: ``mpinb demo [-n N]``, ``mpinb tutorials [DIR] [--force]``, ``mpinb list``,
+"""Command line: ``mpinb demo [-n N] [cluster options]`` (those of ``%mpijax start``, from
+mpinb.cluster_options), ``mpinb tutorials [DIR] [--force]``, ``mpinb list``,
 ``mpinb clean``, ``mpinb --version`` (also ``python -m mpinb ...``)."""
 
 from __future__ import annotations
@@ -9,13 +10,13 @@ import sys
 
 def parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .cluster_options import add_arguments
     from .workshop import DEFAULT_DIR
 
     top = argparse.ArgumentParser(prog="mpinb", description="mpinb: distributed JAX over MPI, interactively")
     top.add_argument("--version", action="version", version=f"mpinb {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run the distributed-transpose demo on N MPI engines")
-    demo.add_argument("-n", type=int, default=4, help="number of MPI ranks (default 4)")
+    add_arguments(sub.add_parser("demo", help="run the distributed-transpose demo on N MPI engines"))
     tutorials = sub.add_parser(
         "tutorials", help="copy the workshop notebooks into a folder",
         description="Copy the workshop notebooks into DIR. A notebook you changed there is kept "
@@ -32,11 +33,14 @@ def main(argv=None) -> int:
     top = parser()
     args = top.parse_args(argv)
     if args.command == "demo":
-        if args.n < 1:
-            top.error("-n must be at least 1")
+        from .cluster_options import from_arguments
         from .demo import run
 
-        return run(args.n)
+        try:
+            options = from_arguments(args)
+        except ValueError as exc:
+            top.error(str(exc))
+        return run(options)
     if args.command == "tutorials":
         from .workshop import copy_tutorials
 

@@ -4,20 +4,9 @@ A thin layer: options are parsed here, user mistakes become ``UsageError``, and 
 done by :class:`mpinb.client.cluster.MPICluster`; the options of a cell travel as one
 :class:`mpinb.cell_options.CellOptions`, the view's as :class:`mpinb.cell_options.ViewOptions`.
 
-Line magic::
-
-    %mpijax start [-n N] [--mpi-args "ARGS"] [--mpi-cmd CMD] [--no-hlo] [--unchecked]
-                  [--start-timeout S]
-    %mpijax stop
-    %mpijax restart [--no-replay]
-    %mpijax status
-    %mpijax hlo EXPR [--ranks SPEC]     e.g. %mpijax hlo step(u)
-    %mpijax timeout [SECONDS|none]      default --timeout of %%mpijax cells
-
-Cell magic::
-
-    %%mpijax [--ranks SPEC] [--compare] [--no-hlo] [--timeout SECONDS] [--show NAMES]
-             [--images] [--setup]
+The commands of ``%mpijax`` are listed once, in ``COMMANDS`` (each with its line of help and
+its options), and the magic's own docstring (``%mpijax?``) is made from it (``usage()``); the
+options of ``%mpijax start`` are those of :class:`mpinb.cluster_options.ClusterOptions`.
 """
 
 from __future__ import annotations
@@ -25,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import shlex
+import typing
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -33,6 +23,7 @@ from IPython.display import display
 from .cell_options import DEADLOCK_CHOICES, CellOptions, ViewOptions, parse_ranks
 from .client.cluster import MPICluster
 from .client.result import CellResult
+from .cluster_options import add_arguments, from_arguments, seconds
 from .errors import CellFailed, ClusterBusy, ClusterError, ClusterLost, PullError
 from .view.magic_words import STOPPED, attached_words, pulled_words, started_words, timeout_words
 from .view.start_words import oversubscribed_words
@@ -46,18 +37,6 @@ class _Parser(argparse.ArgumentParser):
 
     def exit(self, status=0, message=None):
         raise UsageError(message or self.format_help())
-
-
-def _seconds(text: str) -> float | None:
-    if text.lower() in ("none", "off", "0"):
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
 
 
 def _count(text: str) -> int:
@@ -88,7 +67,7 @@ def cell_parser() -> _Parser:
                    help="first run the cell under jax.disable_jit() (bindings rolled back), then jitted, and "
                         "compare the JAX values it assigned and what it printed (side effects happen twice)")
     p.add_argument("--no-hlo", action="store_true", help="do not capture or analyse compiled HLO")
-    p.add_argument("--timeout", type=_seconds, default=argparse.SUPPRESS,
+    p.add_argument("--timeout", type=seconds, default=argparse.SUPPRESS,
                    help="seconds to wait for the ranks (default: %%mpijax timeout, initially none)")
     p.add_argument("--show", type=_names, default=[], help="variables to summarise per rank, e.g. 'x,y'")
     p.add_argument("--images", action="store_true", help="draw 2-D arrays among the shown values as images")
@@ -108,59 +87,75 @@ def cell_parser() -> _Parser:
     return p
 
 
-def line_parser() -> _Parser:
-    p = _Parser(prog="%mpijax", description="Manage the MPI engine cluster.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    s = sub.add_parser("start", help="start N MPI engines")
-    s.add_argument("-n", type=int, default=4, help="number of ranks (default 4)")
-    s.add_argument("--launcher", choices=("local", "mpiexec", "slurm"), default=None,
-                   help="local (default: mpiexec.gforker on this host), mpiexec (--mpi-cmd as given), "
-                        "slurm (a step of the current allocation, else a batch job)")
-    s.add_argument("--mpi-args", default="", help="extra launcher arguments, quoted")
-    s.add_argument("--mpi-cmd", default="", help="launcher command (default: the mpich wheel's mpiexec; srun)")
-    s.add_argument("--nodes", type=int, default=None, help="slurm: number of nodes")
-    s.add_argument("--partition", default=None, help="slurm batch job: partition")
-    s.add_argument("--account", default=None, help="slurm batch job: account")
-    s.add_argument("--time", default=None, help="slurm batch job: time limit, e.g. 1:00:00")
-    s.add_argument("--controller-ip", default=None,
-                   help="interface the controller listens on (default loopback; * with slurm)")
-    s.add_argument("--no-hlo", action="store_true", help="do not capture compiled HLO")
-    s.add_argument("--unchecked", action="store_true",
-                   help="turn off checked mode (ranks agreeing on each collective before running it)")
-    s.add_argument("--jax-distributed", action="store_true",
-                   help="start JAX's multi-process runtime on the ranks (jax.distributed.initialize)")
-    s.add_argument("--local-devices", type=int, default=None, metavar="K",
-                   help="CPU devices per engine process (default 1)")
-    s.add_argument("--start-timeout", type=float, default=120.0,
-                   help="seconds each phase of the start waits (the controller's ports, the engines "
-                        "registering, checked, set up)")
-    s.add_argument("--devices", choices=("cpu", "per-rank"), default="cpu",
-                   help="JAX on the CPU (default: what mpinb's collectives move), or one local accelerator "
-                        "per rank (by its rank on its host)")
-    s.add_argument("--keep-alive", type=_seconds, default=None, metavar="SECONDS",
-                   help="let the cluster outlive this kernel, ending itself after SECONDS with no kernel "
-                        "attached (%%mpijax attach reconnects); default: it ends with the kernel")
-    a = sub.add_parser("attach", help="reconnect to a cluster kept alive (or held by another kernel)")
+def _attach_arguments(a: _Parser) -> None:
     a.add_argument("id", nargs="?", default=None, help="the cluster's id (%%mpijax list; default: the only one)")
     a.add_argument("--force", action="store_true", help="take it over from another kernel that holds it")
-    sub.add_parser("list", help="this user's clusters on this host: held, or idle for how long")
-    sub.add_parser("clean", help="end the clusters no kernel holds and remove their files")
-    sub.add_parser("stop", help="stop the cluster")
-    r = sub.add_parser("restart", help="restart with the same size and replay --setup cells")
+
+
+def _restart_arguments(r: _Parser) -> None:
     r.add_argument("--no-replay", action="store_true", help="do not replay the --setup cells")
-    sub.add_parser("status", help="show the cluster's state")
-    h = sub.add_parser("hlo", help="per rank, the compiled HLO of a jitted call, layouts highlighted")
+
+
+def _hlo_arguments(h: _Parser) -> None:
     h.add_argument("expr", nargs="+", help="a call such as f(x)")
     h.add_argument("--ranks", default=None)
-    g = sub.add_parser("pull", help="a variable of every rank as one NumPy array in the notebook")
+
+
+def _pull_arguments(g: _Parser) -> None:
     g.add_argument("name", help="the variable on the engines")
     g.add_argument("--as", dest="local", default=None, help="the notebook's name for it (default: the same)")
     g.add_argument("--max-mib", type=float, default=256.0, help="refuse more than this many MiB (default 256)")
     g.add_argument("--images", action="store_true", help="also draw it (2-D; a 1-D array as one row, "
                    "of more dimensions the first 2-D slice)")
-    t = sub.add_parser("timeout", help="default --timeout of %%mpijax cells")
-    t.add_argument("seconds", type=_seconds, nargs="?", default="none")
+
+
+def _timeout_arguments(t: _Parser) -> None:
+    t.add_argument("seconds", type=seconds, nargs="?", default="none")
+
+
+class Command(typing.NamedTuple):
+    """A command of %mpijax: its line of help (argparse's) and what adds its arguments to its
+    parser (None: it takes none)."""
+
+    help: str
+    arguments: typing.Callable | None = None
+
+
+#: the commands of %mpijax, in the order ``%mpijax?`` lists them
+COMMANDS = {
+    "start": Command(help="start N MPI engines (the options of mpinb.cluster_options.ClusterOptions)",
+                     arguments=add_arguments),
+    "attach": Command(help="reconnect to a cluster kept alive (or held by another kernel)",
+                      arguments=_attach_arguments),
+    "list": Command(help="this user's clusters on this host: held, or idle for how long"),
+    "clean": Command(help="end the clusters no kernel holds and remove their files"),
+    "stop": Command(help="stop the cluster"),
+    "restart": Command(help="restart with the same size and replay --setup cells", arguments=_restart_arguments),
+    "status": Command(help="show the cluster's state"),
+    "hlo": Command(help="per rank, the compiled HLO of a jitted call, layouts highlighted", arguments=_hlo_arguments),
+    "pull": Command(help="a variable of every rank as one NumPy array in the notebook", arguments=_pull_arguments),
+    "timeout": Command(help="default --timeout of %%mpijax cells", arguments=_timeout_arguments),
+}
+
+
+def line_parser() -> _Parser:
+    """The commands of %mpijax and their options, from COMMANDS."""
+    p = _Parser(prog="%mpijax", description="Manage the MPI engine cluster.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, command in COMMANDS.items():
+        parser = sub.add_parser(name, help=command.help)
+        if command.arguments is not None:
+            command.arguments(parser)
     return p
+
+
+def usage() -> str:
+    """Every command of the magic with its line of help (from COMMANDS), and the cell magic's
+    line: the magic's own docstring, what ``%mpijax?`` shows."""
+    width = max(map(len, COMMANDS))
+    lines = [f"%mpijax {name:<{width}}  {command.help.replace('%%', '%')}" for name, command in COMMANDS.items()]
+    return "\n".join([*lines, "%%mpijax [options]  run the cell on every MPI rank (%%mpijax --help: its options)",
+                      "%mpijax COMMAND --help: the options of a command"])
 
 
 @magics_class
@@ -174,7 +169,6 @@ class MpiJaxMagics(Magics):
     # ------------------------------------------------------------------ dispatch
     @line_cell_magic
     def mpijax(self, line, cell=None):
-        """%mpijax start|stop|restart|status|hlo|timeout ...  and  %%mpijax [options] (see --help)"""
         if cell is None:
             return self._line(line)
         return self._cell(line, cell)
@@ -196,23 +190,15 @@ class MpiJaxMagics(Magics):
         """%mpijax start: a new cluster with the options given."""
         if self.cluster is not None and self.cluster.running:
             raise UsageError("%mpijax: a cluster is already running; %mpijax stop or restart it first")
-        if args.n < 1:
-            raise UsageError(f"%mpijax start: -n must be at least 1, got {args.n}")
         try:
-            self.cluster = MPICluster(
-                n=args.n, launcher=args.launcher, mpi_args=shlex.split(args.mpi_args),
-                mpi_cmd=shlex.split(args.mpi_cmd) or None, nodes=args.nodes, partition=args.partition,
-                account=args.account, time_limit=args.time, controller_ip=args.controller_ip,
-                hlo=not args.no_hlo, checked=not args.unchecked, jax_distributed=args.jax_distributed,
-                local_devices=args.local_devices, start_timeout=args.start_timeout, keep_alive=args.keep_alive,
-                devices=args.devices)
+            self.cluster = MPICluster(from_arguments(args))
         except ValueError as exc:
             raise UsageError(f"%mpijax start: {exc}") from exc
         try:
             self.cluster.start()
         except ClusterError as exc:
             raise UsageError(f"%mpijax start: {exc}") from exc
-        print(started_words(args.n, self.cluster.start_seconds))
+        print(started_words(self.cluster.n, self.cluster.start_seconds))
         for note in self.cluster.notes:
             print(f"note: {oversubscribed_words(**note)}")
         return None
@@ -292,9 +278,8 @@ class MpiJaxMagics(Magics):
             cluster = self._require_cluster()
             ranks = parse_ranks(args.ranks, cluster.n)
             expr = " ".join(args.expr)
-            view = cluster.client[ranks]
             try:
-                texts = view.apply_sync(compiled_hlo, expr)
+                texts = cluster.on_engines(compiled_hlo, expr, ranks=ranks).get()
             except Exception as exc:
                 raise UsageError(f"%mpijax hlo {expr}: {exc}") from exc
             result = HloView(dict(zip(ranks, texts, strict=True)))
@@ -342,3 +327,6 @@ def unload_ipython_extension(ipython):
     magics = ipython.magics_manager.registry.get("MpiJaxMagics")
     if magics is not None and magics.cluster is not None:
         magics.cluster.stop()
+
+
+MpiJaxMagics.mpijax.__doc__ = usage()

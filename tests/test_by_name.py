@@ -1,4 +1,5 @@
-"""mpinb.wire.by_name: the cell's function crosses to the engines by name, not as its code."""
+"""mpinb.wire.by_name and the one door to the engines (MPICluster.on_engines): what is sent crosses by
+name, not as its code, and only what mpinb.engine.entry_points lists is sent."""
 
 import types
 
@@ -7,7 +8,11 @@ from ipyparallel.serialize import pack_apply_message, unpack_apply_message
 
 from mpinb.cell_options import CellOptions
 from mpinb.client import cell_run
+from mpinb.client.cluster import MPICluster
+from mpinb.engine.code import namespace
 from mpinb.engine.execute import execute_cell
+from mpinb.engine.self_account import report
+from mpinb.engine.shards import local_parts
 from mpinb.wire.by_name import ByName
 
 
@@ -32,24 +37,57 @@ def test_what_only_its_code_could_carry_is_refused():
             ByName(fn)
 
 
-def test_the_cell_request_carries_its_function_by_name():
-    """What CellRun.submit hands to ipyparallel's apply for every cell."""
-    applied = []
+class Engines:
+    """ipyparallel's client and views as the door sees them: each apply recorded, not sent."""
 
-    class View:
-        def apply_async(self, fn, *args):
-            applied.append((fn, args))
-            raise RuntimeError("stop here")  # the request is all this test looks at
+    def __init__(self, ids):
+        self.ids, self.applied = list(ids), []
+        self.client = self
 
-    class Cluster:
-        n, hlo = 2, False
+    def __getitem__(self, targets):
+        return View(self, targets)
 
-        def rank_view(self, targets):
-            return View()
 
+class View:
+    def __init__(self, engines, targets):
+        self.engines, self.targets, self.client = engines, targets, engines
+
+    def apply_async(self, fn, *args):
+        self.engines.applied.append((self.targets, fn, args))
+        return "sent"
+
+
+def door(ids=(0, 1)) -> tuple[MPICluster, Engines]:
+    cluster, engines = MPICluster(n=len(ids)), Engines(ids)
+    cluster.client, cluster.view = engines, engines[list(ids)]
+    return cluster, engines
+
+
+def test_the_door_sends_an_entry_point_by_name_to_the_ranks_asked():
+    cluster, engines = door()
+    assert cluster.on_engines(execute_cell, "a = 1", ranks=[1, 0]) == "sent"
+    cluster.on_engines(local_parts, "x", 8)
+    cluster.on_engines(report, ranks=1)
+    assert [(targets, fn.fn, args) for targets, fn, args in engines.applied] == [
+        ([0, 1], execute_cell, ("a = 1",)), ([0, 1], local_parts, ("x", 8)), (1, report, ())]
+    assert all(isinstance(fn, ByName) for _, fn, _ in engines.applied)
+
+
+def test_the_door_refuses_a_function_not_listed():
+    cluster, engines = door()
+    for fn in (divmod, print, lambda: 1, namespace):
+        with pytest.raises(TypeError, match="not one of the functions run on engines"):
+            cluster.on_engines(fn)
+    assert engines.applied == []
+
+
+def test_the_cell_request_goes_through_the_door():
+    """What CellRun.submit hands to the door for every cell."""
+    cluster, engines = door()
+    cluster.hlo = False
     run = cell_run.CellRun.__new__(cell_run.CellRun)
-    run.cluster, run.targets, run.code, run.options = Cluster(), [0, 1], "a = 1", CellOptions()
-    with pytest.raises(RuntimeError, match="stop here"):
+    run.cluster, run.targets, run.code, run.options = cluster, [0, 1], "a = 1", CellOptions()
+    with pytest.raises(AttributeError, match="_children"):  # the request is all this test looks at
         run.submit()
-    ((fn, args),) = applied
-    assert isinstance(fn, ByName) and fn.fn is execute_cell and args[0] == "a = 1"
+    ((targets, fn, args),) = engines.applied
+    assert targets == [0, 1] and fn.fn is execute_cell and args[0] == "a = 1"

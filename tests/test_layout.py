@@ -78,3 +78,82 @@ def test_no_function_is_over_about_60_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and code_lines(node) > MAX_FUNCTION_LINES:
                 long[f"{name}.{node.name}"] = code_lines(node)
     assert long == {}
+
+
+#: ipyparallel's ways of running something on engines; only the door may call them
+ENGINE_CALLS = {"apply", "apply_async", "apply_sync", "map_async", "map_sync", "execute", "push"}
+#: the one door: module and function that may call them
+DOOR = ("mpinb.client.cluster", "on_engines")
+#: calls that send a function to the engines, and which positional argument is that function
+SENDERS = {"on_engines": 0, "ask_every_engine": 2}
+
+
+def calls_in_functions(tree: ast.AST):
+    """(the name of the innermost enclosing function or None, the call) for every call of a module."""
+
+    def visit(node, function):
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+            if isinstance(child, ast.Call):
+                yield function, child
+            yield from visit(child, inner)
+
+    yield from visit(tree, None)
+
+
+def test_only_the_door_runs_anything_on_the_engines():
+    """Nothing but MPICluster.on_engines calls ipyparallel's apply (or its other ways of running code)."""
+    found = []
+    for name, path in module_files().items():
+        for function, call in calls_in_functions(ast.parse(path.read_text(), str(path))):
+            if isinstance(call.func, ast.Attribute) and call.func.attr in ENGINE_CALLS and (name, function) != DOOR:
+                found.append(f"{name}.{function}: .{call.func.attr}(), line {call.lineno}")
+    assert found == []
+
+
+def test_the_door_is_seen_calling_apply():
+    """The check above can fail: it finds the door's own call."""
+    path = module_files()[DOOR[0]]
+    calls = calls_in_functions(ast.parse(path.read_text()))
+    assert any(function == DOOR[1] and isinstance(call.func, ast.Attribute) and call.func.attr == "apply_async"
+               for function, call in calls)
+
+
+def imported_names(tree: ast.AST, name: str, path: pathlib.Path) -> dict[str, str]:
+    """Local name -> dotted name of what ``from X import y`` brings into a module (anywhere in it)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            source = ".".join(base + ([node.module] if node.module else []))
+            out.update({alias.asname or alias.name: f"{source}.{alias.name}" for alias in node.names})
+    return out
+
+
+def sent_functions() -> set[str]:
+    """The dotted names of the functions the package hands to a sender (SENDERS); a sender that
+    passes on a function it was given is followed to its callers instead."""
+    sent = set()
+    for name, path in module_files().items():
+        tree = ast.parse(path.read_text(), str(path))
+        imports = imported_names(tree, name, path)
+        for function, call in calls_in_functions(tree):
+            called = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+            if called not in SENDERS or (name, function) == DOOR:
+                continue
+            argument = call.args[SENDERS[called]]
+            assert isinstance(argument, ast.Name), f"{name}.{function}: a sender given {ast.dump(argument)}"
+            if argument.id in imports:
+                sent.add(imports[argument.id])
+            else:
+                assert function in SENDERS, f"{name}.{function} sends {argument.id}, not an engine function"
+    return sent
+
+
+def test_the_entry_points_are_exactly_the_functions_sent():
+    from mpinb.engine.entry_points import ENTRY_POINTS
+
+    listed = {f"{fn.__module__}.{fn.__qualname__}" for fn in ENTRY_POINTS}
+    assert len(listed) == len(ENTRY_POINTS)
+    assert sent_functions() == listed

@@ -467,7 +467,7 @@ def test_a_rank_that_never_answers_during_the_start_fails_it_naming_the_rank(mon
 def test_the_stop_button_during_the_ranks_check_leaves_nothing_running(monkeypatch):
     """A KeyboardInterrupt while the start waits for the ranks' check tears down what was
     started: no engine left, and the cluster says it is not running."""
-    import mpinb.client.cluster as cluster_module
+    import mpinb.client.start_phases as start_phases
 
     engines = []
 
@@ -475,7 +475,7 @@ def test_the_stop_button_during_the_ranks_check_leaves_nothing_running(monkeypat
         engines.extend(psutil.Process(pid) for pid in cluster.client[:].apply_sync(os.getpid))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cluster_module, "check_ranks", stopped_while_checking)
+    monkeypatch.setattr(start_phases, "check_ranks", stopped_while_checking)
     started = MPICluster(2, progress=False)
     with pytest.raises(KeyboardInterrupt):
         started.start()

@@ -59,6 +59,8 @@ EXEMPT = {
     ("cli.py", "Copy the workshop"): "argparse's description of the command line: its documentation",
     ("magic.py", "Run the cell on"): "argparse's description of the magic: its documentation",
     ("magic.py", "Manage the MPI engine"): "argparse's description of the magic: its documentation",
+    ("magic.py", "%%mpijax [options]  run"): "the magic's docstring (%mpijax?): its documentation",
+    ("magic.py", "%mpijax COMMAND --help"): "the magic's docstring (%mpijax?): its documentation",
 }
 
 

@@ -104,9 +104,8 @@ class Engines:
     def ids(self):
         return list(self.answers)
 
-    def __getitem__(self, rank):
-        answer = self.answers[rank]
-        return type("OneEngine", (), {"apply_async": lambda _self, fn, *args: answer})()
+    def on_engines(self, fn, *args, ranks):
+        return self.answers[ranks]
 
     def launcher_ended(self):
         return self.ended

@@ -17,7 +17,6 @@ from ..analysis import hlo as hlo_mod
 from ..analysis.deadlock import prove
 from ..cell_options import CellOptions, parse_ranks
 from ..view.divergence_words import divergence_finding
-from ..wire.by_name import ByName
 from ..wire.records import ErrorInfo, RankRecord
 from . import freeing
 from .rank_task import per_rank
@@ -167,9 +166,8 @@ class CellRun:
         self.t0 = self.last_liveness = self.last_proof = time.perf_counter()  # both first due a moment on
         participants = tuple(targets) if len(targets) < cluster.n else None
         options = dataclasses.replace(self.options, hlo=self.options.hlo and cluster.hlo)  # none captured: none asked
-        # one request for all ranks (each apply costs ~0.7 ms here), then one result per rank; the
-        # function travels by name (mpinb.wire.by_name), not as its code
-        sent = cluster.rank_view(targets).apply_async(ByName(execute_cell), self.code, options, participants)
+        # one request for all ranks (each apply costs ~0.7 ms here), then one result per rank
+        sent = cluster.on_engines(execute_cell, self.code, options, participants, ranks=targets)
         self.pending = dict(zip(targets, per_rank(sent), strict=True))
         cluster.watch(self.pending)
         self.seen = {(r, s): 0 for r in targets for s in ("stdout", "stderr")}

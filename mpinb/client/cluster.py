@@ -19,129 +19,50 @@ Every argument ends up in the ipyparallel configuration returned by ``config()``
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import os
-import secrets
 import shutil
+import signal
 import stat
-import tempfile
 import time
 
 from traitlets.config import Config
 
 from ..cell_options import CellOptions
-from ..engine.devices import placement
+from ..cluster_options import ClusterOptions
 from ..errors import (
     ClusterBusy,
     ClusterError,
     ClusterLost,
     ClusterNotRunning,
-    ControllerError,
-    LauncherError,
 )
-from ..launch.launchers import LAUNCHERS, launcher_for, slurm_mode
-from . import lifetime, registry, upkeep
-from .controller import start_controller
-from .health import ClusterHealth
+from ..launch.launchers import launcher_for, slurm_mode
+from . import health, lifetime, registry
 from .progress import StartProgress
 from .settled_messages import SettledMessages
-from .start_checks import ask_every_engine, check_ranks
-
-DEFAULT_START_TIMEOUT = 120.0
+from .start_phases import run_start
 
 
-class EnginesMissing(Exception):
-    """Not every engine registered within start_timeout (internal: start() turns it into the
-    ClusterError users see, with the launcher's output); ``facts``: how many did."""
+class MPICluster:
+    """Lifecycle of the engine cluster: ``start``, ``stop``, ``restart``, ``status``; its cells
+    (``run_cell``, ``pull``), the one door to its engines (``on_engines``) and what it knows of
+    their health (mpinb.client.health).
 
-    def __init__(self, **facts):
-        super().__init__(facts)
-        self.facts = facts
-
-
-class LauncherExited(EnginesMissing):
-    """The MPI launcher ended before every engine registered; ``facts``: its exit status, when."""
-
-
-class MPICluster(ClusterHealth):
-    """Lifecycle of the engine cluster: ``start``, ``stop``, ``restart``, ``status``.
-
-    Parameters
-    ----------
-    n: number of MPI ranks (engines).
-    launcher: ``"local"`` (default), ``"mpiexec"`` (default when ``mpi_cmd`` or ``mpi_args`` is
-        given) or ``"slurm"``; see :mod:`mpinb.launch.launchers`.
-    mpi_cmd: launcher command: for ``mpiexec`` default the ``mpich`` wheel's hydra ``mpiexec``;
-        for ``slurm`` default ``srun``.
-    mpi_args: extra launcher arguments (``["--bind-to", "core"]``, ``["--cpu-bind=cores"]``, ...);
-        with ``slurm`` they go to ``srun``.
-    nodes, partition, account, time_limit: Slurm only: ``--nodes`` of the step or batch job;
-        the batch job's partition, account and time limit (``"1:00:00"``).
-    engine_env: environment variables for the engines (e.g. ``{"JAX_ENABLE_X64": "1"}``).
-    controller_ip: interface the controller listens on; default loopback, ``"*"`` (every
-        interface) for ``slurm``.
-    encrypt: CurveZMQ encryption of the cluster's connections; default on whenever the
-        controller listens beyond loopback.
-    hlo: capture the optimized HLO of what each rank compiles (for layout warnings).
-    checked: run the collective library in checked mode on the engines (ranks agree on each
-        collective first; a mismatch is an error on every rank instead of a hang).
-    jax_distributed: start JAX's own multi-process runtime on the ranks
-        (``jax.distributed.initialize``, Gloo collectives on CPU): ``jax.process_count()`` is n,
-        ``shard_map`` and ``lax`` collectives run across the ranks.
-    local_devices: CPU devices per engine process (default JAX's: one).
-    start_timeout: seconds each phase of the start waits: for the controller to listen on its
-        ports (mpinb.client.controller), for the engines to register, to answer the ranks'
-        check, to finish their setup (mpinb.client.start_checks).
-    progress: show a progress bar while the cluster starts (engines registered, phase, time).
-    devices: ``"cpu"`` (default: every rank's JAX on the CPU, what mpinb's collectives move) or
-        ``"per-rank"`` (each rank one local accelerator, by its rank on its host; mpinb.engine.devices).
-    keep_alive: let the cluster outlive the process that started it (a kernel restarted, or
-        killed) for this many seconds without a holder; a new kernel's ``attach`` holds it again.
-        By default the cluster ends as soon as its holder is gone (mpinb.client.watchdog).
+    ``MPICluster(ClusterOptions(...))``, or the options' fields as keywords (``MPICluster(n=4,
+    launcher="slurm")``; ``n`` may come first: ``MPICluster(4)``); each option, its default and
+    its meaning: :class:`mpinb.cluster_options.ClusterOptions`. ValueError for a value that
+    cannot work, TypeError for a keyword that is no option. Each option is an attribute too
+    (``cluster.n``, ``cluster.hlo``; ``cluster.launcher`` the one chosen).
     """
 
-    def __init__(self, n: int = 4, *, launcher: str | None = None, mpi_cmd=None, mpi_args=(),
-                 nodes: int | None = None, partition: str | None = None, account: str | None = None,
-                 time_limit: str | None = None, engine_env=None, controller_ip: str | None = None,
-                 encrypt: bool | None = None, hlo: bool = True, checked: bool = True,
-                 jax_distributed: bool = False, local_devices: int | None = None,
-                 start_timeout: float = DEFAULT_START_TIMEOUT, progress: bool = True,
-                 cluster_id: str | None = None, keep_alive: float | None = None, devices: str = "cpu"):
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise ValueError(f"MPICluster: n must be a positive int, got {n!r}")
-        if launcher is None:
-            launcher = "mpiexec" if (mpi_cmd or mpi_args) else "local"
-        if launcher not in LAUNCHERS:
-            raise ValueError(f"MPICluster: launcher must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
-        if launcher == "local" and (mpi_cmd or mpi_args):
-            raise ValueError("MPICluster: the local launcher takes no mpi_cmd or mpi_args (use launcher='mpiexec')")
-        slurm_only = {"nodes": nodes, "partition": partition, "account": account, "time_limit": time_limit}
-        given = [name for name, value in slurm_only.items() if value is not None]
-        if given and launcher != "slurm":
-            raise ValueError(f"MPICluster: {', '.join(given)} only apply to launcher='slurm'")
-        if nodes is not None and (not isinstance(nodes, int) or isinstance(nodes, bool) or not 1 <= nodes <= n):
-            raise ValueError(f"MPICluster: nodes must be an int from 1 to n={n}, got {nodes!r}")
-        if local_devices is not None and (not isinstance(local_devices, int) or isinstance(local_devices, bool)
-                                          or local_devices < 1):
-            raise ValueError(f"MPICluster: local_devices must be a positive int, got {local_devices!r}")
-        self.n = n
-        self.launcher = launcher
-        self.mpi_cmd = list(mpi_cmd) if mpi_cmd else None
-        self.mpi_args = list(mpi_args)
-        self.nodes, self.partition, self.account, self.time_limit = nodes, partition, account, time_limit
-        self.slurm_mode = slurm_mode() if launcher == "slurm" else None
-        self.engine_env = dict(engine_env or {})
-        self.controller_ip = controller_ip
-        self.encrypt = encrypt
-        self.hlo = hlo
-        self.checked = checked
-        self.jax_distributed = bool(jax_distributed)
-        self.local_devices = local_devices
-        self.start_timeout = float(start_timeout)
-        self.progress = progress
-        self.keep_alive = lifetime.keep_alive_seconds(keep_alive)
-        self.devices = placement(devices)
-        self.cluster_id = cluster_id
+    def __init__(self, options: ClusterOptions | int | None = None, /, **keywords):
+        self.options = _options_given(options, keywords)
+        for field in dataclasses.fields(ClusterOptions):
+            setattr(self, field.name, getattr(self.options, field.name))
+        self.launcher = self.options.chosen_launcher
+        self.engine_env = dict(self.options.engine_env)
+        self.slurm_mode = slurm_mode() if self.launcher == "slurm" else None
         self._cluster = None
         self.client = None
         self.view = None
@@ -205,97 +126,10 @@ class MPICluster(ClusterHealth):
         t0 = time.perf_counter()
         progress = StartProgress(self.n, self.progress)
         try:
-            self._start(t0, progress)
+            run_start(self, t0, progress)
         finally:
             progress.close(keep=keep_progress)
         return self
-
-    def _start(self, t0: float, progress: StartProgress) -> None:
-        """The phases of start(): controller, engines registering, engines set up."""
-        import ipyparallel as ipp
-
-        self.lost = None
-        self.outstanding = {}
-        upkeep.survey()  # the files of clusters that ended without a word go, a dead watchdog is replaced
-        self.workdir = tempfile.mkdtemp(prefix="mpinb-")
-        os.makedirs(self.status_dir)
-        if not self.cluster_id:
-            self.cluster_id = f"{int(time.time())}-{secrets.token_hex(2)}"
-            self._own_cluster_id = True
-        try:
-            config = self.config()
-        except LauncherError:
-            self._teardown()
-            raise
-        self._cluster = ipp.Cluster(config=config, log_level=40, engine_timeout=self.start_timeout,
-                                    cluster_id=self.cluster_id)
-        try:
-            start_controller(self._cluster, self.start_timeout)
-            self._cluster.start_engines_sync()
-            lifetime.register(self, self._cluster)  # from here on, nothing outlives this process
-            self.client = self._cluster.connect_client_sync()
-            progress.phase("registering")
-            self._wait_for_engines(t0, progress)
-        except (KeyboardInterrupt, ControllerError):  # the stop button, or no controller (its own words)
-            self._teardown()  # leave no job or controller behind
-            raise
-        except Exception as exc:
-            output = self._launcher_output()[-2000:] + launcher_for(self).queue_state()
-            self._teardown()
-            raise ClusterError(cause="engines_not_up", n=self.n, waited=self.start_timeout, problem=str(exc),
-                               output=output, **getattr(exc, "facts", {})) from exc
-        self._protect_connection_files()
-        self.view = self.client[:]
-        self.view.block = True
-        progress.phase("checking")
-        try:
-            self.preflight, self.notes = check_ranks(self)
-        except BaseException:  # a difference, a rank that did not answer, the stop button: leave nothing running
-            self._teardown()
-            raise
-        progress.phase("setup")
-        infos = self._setup_engines()
-        ranks = [info["rank"] for info in infos]
-        ids = list(self.client.ids)
-        if ranks != ids:
-            self._teardown()
-            alone = len(set(ranks)) < len(ranks)  # each rank a world of its own
-            raise ClusterError(cause="ids_not_ranks", ids=ids, ranks=ranks, alone=alone)
-        self.engines = infos
-        self.started_at = time.time()
-        self.start_seconds = time.perf_counter() - t0
-        registry.update(self.cluster_id, engines=infos, start_seconds=self.start_seconds)
-        progress.phase("ready")
-
-    def _setup_engines(self) -> list[dict]:
-        """Run the engines' setup (mpinb.engine.startup) on every rank; what each says of itself.
-        A setup that fails, or that some rank does not finish within start_timeout, ends the
-        cluster with the engine's own words or the ranks that did not answer."""
-        from ..engine.startup import setup
-
-        try:
-            return ask_every_engine(self, "setup", setup, self.dump_root, self.status_dir,
-                                    self.checked, self.jax_distributed, self.local_devices, self.devices)
-        except BaseException:  # an engine's error, a rank that did not answer, the stop button
-            self._teardown()
-            raise
-
-    def _wait_for_engines(self, t0: float, progress: StartProgress) -> None:
-        """Wait until all n engines registered, counting them on the progress bar: EnginesMissing
-        after start_timeout, LauncherExited at once when the MPI launcher ended first (a bad
-        option, a refusal: its output says why)."""
-        while True:
-            registered = len(self.client.ids)
-            progress.count(registered)
-            if registered >= self.n:
-                return
-            ended = self.launcher_ended()
-            if ended is not None:
-                seconds = time.perf_counter() - t0
-                raise LauncherExited(status=ended, seconds=seconds, registered=registered)
-            if time.perf_counter() - t0 > self.start_timeout:
-                raise EnginesMissing(registered=registered)
-            time.sleep(0.1)
 
     def _protect_connection_files(self) -> None:
         """Connection files hold the cluster's key: readable by the owner only."""
@@ -318,7 +152,7 @@ class MPICluster(ClusterHealth):
             self._disconnect()
             return
         cluster, self._cluster = self._cluster, None
-        self._kill_engines()
+        health.kill_engines(self)
         if cluster is not None:
             launcher_for(self).end_job(cluster)  # so that stopping does not wait
         if self.client is not None:
@@ -388,6 +222,28 @@ class MPICluster(ClusterHealth):
             view = self._views[key] = self.client[list(key)]
         return view
 
+    def on_engines(self, function, *args, ranks=None):
+        """Send ``function(*args)`` to the engines of ``ranks`` and return ipyparallel's
+        AsyncResult at once: the one door through which the notebook side runs anything on an
+        engine. ``function`` must be one of :data:`mpinb.engine.entry_points.ENTRY_POINTS`
+        (TypeError otherwise); it travels by name (mpinb.wire.by_name). ``ranks``: None for every
+        engine (its ``get()`` a list in rank order), a sequence of ranks for those in one request
+        (a list too), or one int for that engine alone (its ``get()`` the value itself, its error
+        raised as the engine's RemoteError)."""
+        from ..engine.entry_points import ENTRY_POINTS
+        from ..wire.by_name import ByName
+
+        if not any(function is entry for entry in ENTRY_POINTS):
+            raise TypeError(f"on_engines: {function!r} is not one of the functions run on engines "
+                            "(mpinb.engine.entry_points.ENTRY_POINTS)")
+        if ranks is None:
+            engines = self.view
+        elif isinstance(ranks, int):
+            engines = self.client[ranks]
+        else:
+            engines = self.rank_view(sorted(ranks))
+        return engines.apply_async(ByName(function), *args)
+
     def begin_cell(self) -> None:
         """Forget the ranks of earlier cells: ensure_ready found them all finished."""
         self.outstanding = {}
@@ -428,6 +284,99 @@ class MPICluster(ClusterHealth):
 
         return pull(self, name, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes)
 
+    # ----------------------------------------------------------------------- the engines' health
+    def status(self) -> dict:
+        """The cluster at a glance (what ``%mpijax status`` shows): launcher, ranks blocked in an
+        earlier cell, how JAX runs, engines, PIDs, hosts, uptime, setup cells."""
+        return health.status(self)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (None: no limit) for the ranks still running an
+        earlier cell (one that timed out, say) to finish it; True once every rank is idle."""
+        return health.wait_idle(self, timeout)
+
+    def interrupt(self, ranks=None) -> None:
+        """SIGINT the engines (the notebook's stop button). A rank in Python stops with
+        KeyboardInterrupt; a rank blocked inside MPI stays blocked (see inflight), unless it waits
+        in a receive and is then woken (``wake``), or in a collective's exchange that the stopped
+        ranks then join (``join``): the stop button does both (mpinb.client.freeing.after_stop)."""
+        health.signal_engines(self, signal.SIGINT, ranks)
+
+    def can_wake(self) -> bool:
+        """Whether every engine takes back a waiting receive when woken (mpinb.engine.withdraw)."""
+        return health.can_wake(self)
+
+    def wake(self, ranks=None) -> bool:
+        """Send the engines the wake signal: a rank waiting in a receive takes it back and its cell
+        fails there (mpinb.engine.withdraw). False, sending nothing, if some engine cannot be woken
+        (its setup named no signal: the signal's default action would end it). Never right after
+        another signal: Linux gives a signal sent to a process whose main thread has one pending
+        to another thread, and Python's sleep then misses a SIGINT."""
+        if not self.can_wake():
+            return False
+        health.signal_engines(self, self.engines[0]["wake_signal"], ranks)
+        return True
+
+    def at_rest(self, ranks, timeout: float = 10.0) -> bool:
+        """Whether every one of the idle ``ranks`` has no call of its own under way or queued, so
+        that all of them may join an exchange (mpinb.engine.withdraw.at_rest); False if one
+        cannot say so within ``timeout``."""
+        from ..engine.withdraw import at_rest
+
+        try:
+            return all(self.on_engines(at_rest, ranks=ranks).get(timeout=timeout))
+        except Exception:  # noqa: BLE001 - an engine that cannot answer cannot join either
+            return False
+
+    def join(self, ranks, comm: str):
+        """Have the idle ``ranks`` join the signature exchange that the others wait in on ``comm``
+        ("world" or "default"), to free them (mpinb.engine.withdraw.join); its AsyncResult."""
+        from ..engine.withdraw import join
+
+        return self.on_engines(join, comm, ranks=ranks)
+
+    def drop_left(self, ranks):
+        """Have the idle ``ranks`` drop the messages left unreceived after ranks were freed
+        (mpinb.engine.withdraw.drop_left); its AsyncResult."""
+        from ..engine.withdraw import drop_left
+
+        return self.on_engines(drop_left, ranks=ranks)
+
+    def launcher_ended(self):
+        """The exit status of the MPI launcher started on this host if it has ended (an int, or
+        'unknown'), else None; None too for a launcher that leaves nothing running here (a
+        batch job's ``sbatch``)."""
+        return health.launcher_ended(self)
+
+    def exit_records(self) -> dict[int, dict]:
+        """How dead engines ended: {rank: {"returncode": ..., "fault": ...}}, from the exit
+        record lines mpinb.launch.rank writes and the MPI launcher brings back (mpinb.wire.status)."""
+        return health.exit_records(self)
+
+    def dead_ranks(self) -> dict[int, dict]:
+        """{rank: its death} for engines that are gone: unregistered from the controller (their
+        nanny saw them exit); a death is {"returncode": ...} from the launcher's exit record, None
+        where there is none (mpinb.view.words.death_words says it)."""
+        return health.dead_ranks(self)
+
+    def fault_report(self, rank: int) -> str:
+        """What faulthandler wrote for a rank that crashed (segfault traceback), if anything."""
+        return self.exit_records().get(rank, {}).get("fault", "")
+
+    def watch(self, results: dict) -> None:
+        """The RankTasks of the cell being submitted, by rank: where ``inflight`` reads."""
+        self._watched = dict(results)
+
+    def inflight(self, rank: int) -> dict | None:
+        """The MPI call ``rank`` is blocked in, as its engine last published it over the
+        network while running a cell (None if idle, not in a collective, or unknown)."""
+        return health.inflight(self, rank)
+
+    def where(self, rank: int) -> dict | None:
+        """Where ``rank``'s running cell is (its line, the user's frame, a jitted call), as its
+        engine last published it (mpinb.engine.stall); None if idle or unknown."""
+        return health.where(self, rank)
+
     def __enter__(self):
         return self.start()
 
@@ -437,3 +386,13 @@ class MPICluster(ClusterHealth):
     def __repr__(self) -> str:
         state = f"running, engines {list(self.client.ids)}" if self.running else "stopped"
         return f"<MPICluster n={self.n} {state}>"
+
+
+def _options_given(options, keywords: dict) -> ClusterOptions:
+    """The options MPICluster was given: a ClusterOptions, its fields as keywords (overriding
+    those of one given), or ``n`` first."""
+    if options is None or isinstance(options, ClusterOptions):
+        return (options or ClusterOptions()).updated(keywords)
+    if "n" in keywords:
+        raise TypeError("MPICluster: n given twice (first and as n=)")
+    return ClusterOptions().updated({"n": options, **keywords})

@@ -2,9 +2,9 @@
 launcher's exit records, faulthandler's report), which MPI call a running rank waits in (its
 published status), and the signals it sends them (the stop button, SIGKILL on stop).
 
-A mixin of :class:`mpinb.client.cluster.MPICluster`: it reads the cluster's ipyparallel client,
-cluster and engines. Never a local ``os.kill`` with a PID an engine reported: on a cluster
-that number belongs to another host.
+Plain functions of a :class:`mpinb.client.cluster.MPICluster`, which its methods call: they
+read the cluster's ipyparallel client, cluster and engines. Never a local ``os.kill`` with a
+PID an engine reported: on a cluster that number belongs to another host.
 """
 
 from __future__ import annotations
@@ -25,201 +25,149 @@ def first_remote_error(exc) -> tuple[int | None, str, str]:
     return info.get("engine_id"), ename, evalue
 
 
-class ClusterHealth:
-    """Dead ranks, exit records, fault reports, in-flight calls, signals (see the module)."""
+def status(cluster) -> dict:
+    """The cluster at a glance (MPICluster.status)."""
+    if not cluster.running:
+        return {"running": False, "n": cluster.n}
+    return {
+        "running": True,
+        "launcher": cluster.launcher + (f" ({cluster.slurm_mode})" if cluster.slurm_mode else ""),
+        "lost": cluster.lost,
+        "blocked_ranks": sorted(r for r, ar in cluster.outstanding.items() if not ar.ready()),
+        "checked": cluster.checked,
+        "jax": jax_runtime(cluster),
+        "n": cluster.n,
+        "engines": list(cluster.client.ids),
+        "uptime_s": round(time.time() - (cluster.started_at or time.time()), 1),
+        "start_s": round(cluster.start_seconds or 0.0, 2),
+        "hlo_capture": all(e.get("hlo_capture") for e in cluster.engines),
+        "mpi_watch": all(e.get("mpi_watch") for e in cluster.engines),
+        "withdraw": can_wake(cluster),
+        "pids": [e["pid"] for e in cluster.engines],
+        "hosts": sorted({e["host"] for e in cluster.engines}),
+        "setup_cells": len(cluster.setup_cells),
+    }
 
-    #: set by MPICluster
-    client = None
-    _cluster = None
-    engines: list
-    outstanding: dict
-    _watched: dict
 
-    def status(self) -> dict:
-        """The cluster at a glance (what ``%mpijax status`` shows): launcher, ranks blocked in an
-        earlier cell, how JAX runs, engines, PIDs, hosts, uptime, setup cells."""
-        if not self.running:
-            return {"running": False, "n": self.n}
-        return {
-            "running": True,
-            "launcher": self.launcher + (f" ({self.slurm_mode})" if self.slurm_mode else ""),
-            "lost": self.lost,
-            "blocked_ranks": sorted(r for r, ar in self.outstanding.items() if not ar.ready()),
-            "checked": self.checked,
-            "jax": self._jax_runtime(),
-            "n": self.n,
-            "engines": list(self.client.ids),
-            "uptime_s": round(time.time() - (self.started_at or time.time()), 1),
-            "start_s": round(self.start_seconds or 0.0, 2),
-            "hlo_capture": all(e.get("hlo_capture") for e in self.engines),
-            "mpi_watch": all(e.get("mpi_watch") for e in self.engines),
-            "withdraw": self.can_wake(),
-            "pids": [e["pid"] for e in self.engines],
-            "hosts": sorted({e["host"] for e in self.engines}),
-            "setup_cells": len(self.setup_cells),
-        }
+def jax_runtime(cluster) -> dict:
+    """How JAX runs on the engines, as the engines said at setup (mpinb.view.tables words it):
+    ``processes`` of jax.distributed (None: one process per rank), ``devices`` and ``platform``
+    of each."""
+    first = cluster.engines[0] if cluster.engines else {}
+    return {"processes": first.get("jax_processes") if cluster.jax_distributed else None,
+            "devices": len(first.get("devices", ())) or first.get("local_devices", 1),
+            "platform": first.get("platform", "cpu")}
 
-    def _jax_runtime(self) -> dict:
-        """How JAX runs on the engines, as the engines said at setup (mpinb.view.tables words it):
-        ``processes`` of jax.distributed (None: one process per rank), ``devices`` and ``platform``
-        of each."""
-        first = self.engines[0] if self.engines else {}
-        return {"processes": first.get("jax_processes") if self.jax_distributed else None,
-                "devices": len(first.get("devices", ())) or first.get("local_devices", 1),
-                "platform": first.get("platform", "cpu")}
 
-    def interrupt(self, ranks=None) -> None:
-        """SIGINT the engines (the notebook's stop button). A rank in Python stops with
-        KeyboardInterrupt; a rank blocked inside MPI stays blocked (see inflight), unless it waits
-        in a receive and is then woken (``wake``), or in a collective's exchange that the stopped
-        ranks then join (``join``): the stop button does both (mpinb.client.freeing.after_stop)."""
-        self._signal_engines(signal.SIGINT, ranks)
+def can_wake(cluster) -> bool:
+    """Whether every engine takes back a waiting receive when woken (MPICluster.can_wake)."""
+    return bool(cluster.engines) and all(e.get("wake_signal") for e in cluster.engines)
 
-    def can_wake(self) -> bool:
-        """Whether every engine takes back a waiting receive when woken (mpinb.engine.withdraw)."""
-        return bool(self.engines) and all(e.get("wake_signal") for e in self.engines)
 
-    def at_rest(self, ranks, timeout: float = 10.0) -> bool:
-        """Whether every one of the idle ``ranks`` has no call of its own under way or queued, so
-        that all of them may join an exchange (mpinb.engine.withdraw.at_rest); False if one
-        cannot say so within ``timeout``."""
-        from ..engine.withdraw import at_rest
+def signal_engines(cluster, sig: int, ranks=None) -> None:
+    """Send ``sig`` to engines through ipyparallel: each engine's nanny, on the engine's own
+    host, signals its engine. Never a local os.kill with a PID an engine reported: on a
+    cluster that number belongs to another host."""
+    if cluster.client is None:
+        return
+    known = registered(cluster)
+    targets = sorted(known if ranks is None else set(ranks) & known)
+    if targets:
+        with contextlib.suppress(Exception):  # an engine already gone has no nanny to answer
+            cluster.client.send_signal(sig, targets=targets, block=False)
 
-        try:
-            return all(self.rank_view(sorted(ranks)).apply_async(at_rest).get(timeout=timeout))
-        except Exception:  # noqa: BLE001 - an engine that cannot answer cannot join either
-            return False
 
-    def join(self, ranks, comm: str):
-        """Have the idle ``ranks`` join the signature exchange that the others wait in on ``comm``
-        ("world" or "default"), to free them (mpinb.engine.withdraw.join); its AsyncResult."""
-        from ..engine.withdraw import join
+def registered(cluster) -> set[int]:
+    """Engine ids the controller still knows (a dead engine's nanny unregisters it)."""
+    try:
+        return set(cluster.client.ids) if cluster.client is not None else set()
+    except Exception:  # noqa: BLE001 - the controller itself is gone
+        return set()
 
-        return self.rank_view(sorted(ranks)).apply_async(join, comm)
 
-    def drop_left(self, ranks):
-        """Have the idle ``ranks`` drop the messages left unreceived after ranks were freed
-        (mpinb.engine.withdraw.drop_left); its AsyncResult."""
-        from ..engine.withdraw import drop_left
+def kill_engines(cluster) -> None:
+    """SIGKILL every engine (SIGINT cannot free a rank blocked inside MPI), then give the
+    nannies a moment to report them gone."""
+    signal_engines(cluster, signal.SIGKILL)
+    end = time.monotonic() + 3.0
+    while registered(cluster) and time.monotonic() < end:
+        time.sleep(0.05)
 
-        return self.rank_view(sorted(ranks)).apply_async(drop_left)
 
-    def wake(self, ranks=None) -> bool:
-        """Send the engines the wake signal: a rank waiting in a receive takes it back and its cell
-        fails there (mpinb.engine.withdraw). False, sending nothing, if some engine cannot be woken
-        (its setup named no signal: the signal's default action would end it). Never right after
-        another signal: Linux gives a signal sent to a process whose main thread has one pending
-        to another thread, and Python's sleep then misses a SIGINT."""
-        if not self.can_wake():
-            return False
-        self._signal_engines(self.engines[0]["wake_signal"], ranks)
-        return True
-
-    def _signal_engines(self, sig: int, ranks=None) -> None:
-        """Send ``sig`` to engines through ipyparallel: each engine's nanny, on the engine's own
-        host, signals its engine. Never a local os.kill with a PID an engine reported: on a
-        cluster that number belongs to another host."""
-        if self.client is None:
-            return
-        targets = sorted(self._registered() if ranks is None else set(ranks) & self._registered())
-        if targets:
-            with contextlib.suppress(Exception):  # an engine already gone has no nanny to answer
-                self.client.send_signal(sig, targets=targets, block=False)
-
-    def _registered(self) -> set[int]:
-        """Engine ids the controller still knows (a dead engine's nanny unregisters it)."""
-        try:
-            return set(self.client.ids) if self.client is not None else set()
-        except Exception:  # noqa: BLE001 - the controller itself is gone
-            return set()
-
-    def _kill_engines(self) -> None:
-        """SIGKILL every engine (SIGINT cannot free a rank blocked inside MPI), then give the
-        nannies a moment to report them gone."""
-        self._signal_engines(signal.SIGKILL)
-        end = time.monotonic() + 3.0
-        while self._registered() and time.monotonic() < end:
-            time.sleep(0.05)
-
-    def launcher_ended(self):
-        """The exit status of the MPI launcher started on this host if it has ended (an int, or
-        'unknown'), else None; None too for a launcher that leaves nothing running here (a
-        batch job's ``sbatch``)."""
-        engine_sets = getattr(self._cluster, "engines", {}) if self._cluster is not None else {}
-        for engine_set in list(engine_sets.values()):
-            process = getattr(engine_set, "process", None)
-            if not isinstance(process, psutil.Process):
-                continue
-            if getattr(engine_set, "state", "") == "after":  # ipyparallel saw it end
-                status = (getattr(engine_set, "stop_data", None) or {}).get("exit_code")
-                return "unknown" if status is None else status
-            try:
-                status = process.wait(timeout=0)
-            except psutil.TimeoutExpired:
-                continue
-            except psutil.Error:  # already reaped by ipyparallel's own waiter
-                status = None
+def launcher_ended(cluster):
+    """The exit status of the MPI launcher started on this host if it has ended (MPICluster.launcher_ended)."""
+    engine_sets = getattr(cluster._cluster, "engines", {}) if cluster._cluster is not None else {}
+    for engine_set in list(engine_sets.values()):
+        process = getattr(engine_set, "process", None)
+        if not isinstance(process, psutil.Process):
+            continue
+        if getattr(engine_set, "state", "") == "after":  # ipyparallel saw it end
+            status = (getattr(engine_set, "stop_data", None) or {}).get("exit_code")
             return "unknown" if status is None else status
-        return None
+        try:
+            status = process.wait(timeout=0)
+        except psutil.TimeoutExpired:
+            continue
+        except psutil.Error:  # already reaped by ipyparallel's own waiter
+            status = None
+        return "unknown" if status is None else status
+    return None
 
-    def _launcher_output(self) -> str:
-        """What the MPI launcher and the engines printed so far: the launcher's output file on
-        the notebook's host (a batch job's output file is where Slurm writes it). Read afresh
-        each time: ipyparallel's get_output() keeps its first read and may delete the file."""
-        engine_sets = getattr(self._cluster, "engines", {}) if self._cluster is not None else {}
-        text = ""
-        for engine_set in list(engine_sets.values()):
-            path = getattr(engine_set, "output_file", "")
-            try:
-                with open(path, errors="replace") as fh:
-                    text += fh.read()
-            except OSError:  # gone: once the launcher ended, ipyparallel read it and removed it
-                with contextlib.suppress(Exception):
-                    text += engine_set.get_output() or ""
-        return text
 
-    def exit_records(self) -> dict[int, dict]:
-        """How dead engines ended: {rank: {"returncode": ..., "fault": ...}}, from the exit
-        record lines mpinb.launch.rank writes and the MPI launcher brings back (mpinb.wire.status)."""
-        return parse_exit_lines(self._launcher_output())
+def launcher_output(cluster) -> str:
+    """What the MPI launcher and the engines printed so far: the launcher's output file on
+    the notebook's host (a batch job's output file is where Slurm writes it). Read afresh
+    each time: ipyparallel's get_output() keeps its first read and may delete the file."""
+    engine_sets = getattr(cluster._cluster, "engines", {}) if cluster._cluster is not None else {}
+    text = ""
+    for engine_set in list(engine_sets.values()):
+        path = getattr(engine_set, "output_file", "")
+        try:
+            with open(path, errors="replace") as fh:
+                text += fh.read()
+        except OSError:  # gone: once the launcher ended, ipyparallel read it and removed it
+            with contextlib.suppress(Exception):
+                text += engine_set.get_output() or ""
+    return text
 
-    def dead_ranks(self) -> dict[int, dict]:
-        """{rank: its death} for engines that are gone: unregistered from the controller (their
-        nanny saw them exit); a death is {"returncode": ...} from the launcher's exit record, None
-        where there is none (mpinb.view.words.death_words says it)."""
-        registered = self._registered()
-        gone = [e["rank"] for e in self.engines if e["rank"] not in registered]
-        if not gone:
-            return {}
-        records = self.exit_records()  # only read once something ended: it is the launcher's log
-        return {rank: {"returncode": records[rank]["returncode"] if rank in records else None} for rank in gone}
 
-    def watch(self, results: dict) -> None:
-        """The RankTasks of the cell being submitted, by rank: where ``inflight`` reads."""
-        self._watched = dict(results)
+def exit_records(cluster) -> dict[int, dict]:
+    """How dead engines ended, from the launcher's output (MPICluster.exit_records)."""
+    return parse_exit_lines(launcher_output(cluster))
 
-    def inflight(self, rank: int) -> dict | None:
-        """The MPI call ``rank`` is blocked in, as its engine last published it over the
-        network while running a cell (None if idle, not in a collective, or unknown)."""
-        ar = self.outstanding.get(rank) or self._watched.get(rank)
-        info = inflight_of(ar.data) if ar is not None else None
-        return None if info is None else dict(info, age=0.0)  # published every 0.2 s: fresh
 
-    def where(self, rank: int) -> dict | None:
-        """Where ``rank``'s running cell is (its line, the user's frame, a jitted call), as its
-        engine last published it (mpinb.engine.stall); None if idle or unknown."""
-        ar = self.outstanding.get(rank) or self._watched.get(rank)
-        return where_of(ar.data) if ar is not None else None
+def dead_ranks(cluster) -> dict[int, dict]:
+    """{rank: its death} for engines that are gone (MPICluster.dead_ranks)."""
+    known = registered(cluster)
+    gone = [e["rank"] for e in cluster.engines if e["rank"] not in known]
+    if not gone:
+        return {}
+    records = exit_records(cluster)  # only read once something ended: it is the launcher's log
+    return {rank: {"returncode": records[rank]["returncode"] if rank in records else None} for rank in gone}
 
-    def fault_report(self, rank: int) -> str:
-        """What faulthandler wrote for a rank that crashed (segfault traceback), if anything."""
-        return self.exit_records().get(rank, {}).get("fault", "")
 
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` seconds (None: no limit) for the ranks still running an
-        earlier cell (one that timed out, say) to finish it; True once every rank is idle."""
-        end = None if timeout is None else time.monotonic() + timeout
-        for ar in list(self.outstanding.values()):
-            left = None if end is None else max(0.0, end - time.monotonic())
-            ar.wait(left)
-        return all(ar.ready() for ar in self.outstanding.values())
+def published(cluster, rank: int) -> dict:
+    """What ``rank``'s engine last published while running a cell (the one being run, or one
+    that has not finished); empty if none."""
+    ar = cluster.outstanding.get(rank) or cluster._watched.get(rank)
+    return ar.data if ar is not None else {}
+
+
+def inflight(cluster, rank: int) -> dict | None:
+    """The MPI call ``rank`` is blocked in (MPICluster.inflight)."""
+    info = inflight_of(published(cluster, rank))
+    return None if info is None else dict(info, age=0.0)  # published every 0.2 s: fresh
+
+
+def where(cluster, rank: int) -> dict | None:
+    """Where ``rank``'s running cell is (MPICluster.where)."""
+    return where_of(published(cluster, rank))
+
+
+def wait_idle(cluster, timeout: float | None = None) -> bool:
+    """Wait for the ranks still running an earlier cell (MPICluster.wait_idle)."""
+    end = None if timeout is None else time.monotonic() + timeout
+    for ar in list(cluster.outstanding.values()):
+        left = None if end is None else max(0.0, end - time.monotonic())
+        ar.wait(left)
+    return all(ar.ready() for ar in cluster.outstanding.values())

@@ -6,6 +6,7 @@ cluster whose holder is gone).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import time
 
 import psutil
 
+from ..cluster_options import ClusterOptions
 from . import identity, registry
 
 
@@ -30,21 +32,11 @@ def local_processes(ipp_cluster) -> list[dict]:
     return [e for e in map(process_entry, pids) if e is not None]
 
 
-#: MPICluster's arguments that attach makes a cluster again from
-OPTIONS = ("n", "launcher", "mpi_cmd", "mpi_args", "nodes", "partition", "account", "time_limit", "engine_env",
-           "controller_ip", "encrypt", "hlo", "checked", "jax_distributed", "local_devices", "start_timeout",
-           "keep_alive", "devices")
-
-
-def keep_alive_seconds(value) -> float | None:
-    """``keep_alive`` checked: None (end with the holder) or seconds >= 0."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
-        raise ValueError(f"MPICluster: keep_alive must be a number of seconds >= 0, got {value!r}")
-    return None if value is None else float(value)
-
-
 def options_of(cluster) -> dict:
-    return {name: getattr(cluster, name) for name in OPTIONS}
+    """The options that attach makes the cluster again from: its own, as it runs with them
+    (the launcher chosen); not its progress bar or its id, which attach sets itself."""
+    return {entry.name: getattr(cluster, entry.name) for entry in dataclasses.fields(ClusterOptions)
+            if entry.name not in ("progress", "cluster_id")}
 
 
 def register(cluster, ipp_cluster) -> subprocess.Popen:

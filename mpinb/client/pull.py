@@ -22,7 +22,7 @@ def pull(cluster, name: str, max_bytes: int = DEFAULT_MAX_BYTES) -> np.ndarray:
 
     cluster.ensure_ready()
     try:
-        parts = cluster.view.apply_sync(local_parts, name, max_bytes)
+        parts = cluster.on_engines(local_parts, name, max_bytes).get()
     except CompositeError as exc:
         rank, ename, evalue = first_remote_error(exc)
         raise PullError(cause="on_rank", name=name, rank=rank, ename=ename, evalue=evalue) from None

@@ -24,7 +24,7 @@ def ask_every_engine(cluster, what: str, fn, *args) -> list:
     raises (with its words), when the MPI launcher ends first, or when some engine has not
     answered within the cluster's start_timeout: naming the ranks that did not answer. Never
     waits longer than that."""
-    asks = {rank: cluster.client[rank].apply_async(fn, *args) for rank in sorted(cluster.client.ids)}
+    asks = {rank: cluster.on_engines(fn, *args, ranks=rank) for rank in sorted(cluster.client.ids)}
     end = time.monotonic() + cluster.start_timeout
     while True:
         if any(ask.ready() and not ask.successful() for ask in asks.values()):

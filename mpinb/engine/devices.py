@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-PLACEMENTS = ("cpu", "per-rank")
+from ..cluster_options import DEVICES
 
 #: what makes only local device I visible, per platform (JAX's documented variables; for TPU,
 #: one chip per process on a host)
@@ -27,8 +27,8 @@ VISIBILITY = {
 
 def placement(devices: str) -> str:
     """``devices`` checked (ValueError names the choices)."""
-    if devices not in PLACEMENTS:
-        raise ValueError(f"MPICluster: devices must be one of {', '.join(PLACEMENTS)}, got {devices!r}")
+    if devices not in DEVICES:
+        raise ValueError(f"devices must be one of {', '.join(DEVICES)}, got {devices!r}")
     return devices
 
 

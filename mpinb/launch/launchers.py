@@ -294,10 +294,6 @@ class SlurmBatchLauncher(SlurmLauncher):
         return ["-n", self.job_name()]
 
 
-#: the launchers by name, what ``launcher=`` accepts
-LAUNCHERS = ("local", "mpiexec", "slurm")
-
-
 def launcher_for(cluster) -> Launcher:
     """The launcher of ``cluster``: by its name, and for Slurm by whether this process runs
     inside an allocation (a step) or not (a batch job)."""
