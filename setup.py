@@ -199,7 +199,7 @@ def extensions():
                            ("MPINB_BUILD_JAXLIB", f'"{jaxlib_version}"')],
         )
         # The MPI watch (ext/mpi_watch.c): a library of the MPI profiling interface the engines load
-        # before mpi4py, not a Python module (mpinb/engine/mpi_watch.py loads it with ctypes).
+        # before mpi4py, not a Python module (mpinb/engine/mpi4py_waits.py loads it with ctypes).
         watch = Extension(
             f"mpinb.{variant.module('mpi_watch')}",
             sources=["ext/mpi_watch.c"],

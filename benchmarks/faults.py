@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from mpinb.client.cell_run import DEFAULT_GRACE
-from mpinb.client.cluster import MPICluster
+from mpinb.cells.cell_run import DEFAULT_GRACE
+from mpinb.cluster.mpi_cluster import MPICluster
 
 SETUP = ("import jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\n"
          "rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()")

@@ -58,7 +58,7 @@ def captured(fn) -> str:
 def bare_start(n):
     import ipyparallel as ipp
 
-    from mpinb.client.cluster import MPICluster
+    from mpinb.cluster.mpi_cluster import MPICluster
 
     t0 = time.perf_counter()
     cluster = ipp.Cluster(config=MPICluster(n=n).config(), log_level=40)

@@ -16,7 +16,7 @@ import time
 
 from magic import bare_start  # benchmarks/magic.py: the same baseline
 
-from mpinb.client.cluster import MPICluster
+from mpinb.cluster.mpi_cluster import MPICluster
 
 SETUP = "import jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\nrank = MPI.COMM_WORLD.Get_rank()"
 

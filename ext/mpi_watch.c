@@ -6,7 +6,7 @@
  * passes straight on to its PMPI_ twin, after noting on entry the op, its peers and tags (as
  * world ranks), the root, the communicator's members and the bytes, and before clearing that on
  * return. The engine loads it with RTLD_GLOBAL before mpi4py loads its MPI module
- * (mpinb/engine/mpi_watch.py), so that module's calls bind here. C, not Cython like the
+ * (mpinb/engine/mpi4py_waits.py), so that module's calls bind here. C, not Cython like the
  * collective library: each definition must match its prototype in the MPI's own mpi.h exactly,
  * and the MPI-4 large-count twins (MPI_Send_c, ..., which mpi4py prefers where they exist) are
  * compiled only where the MPI has them.
@@ -35,7 +35,7 @@
 /* What a rank in a call names: any rank, or none (no such peer, PROC_NULL, not translatable). */
 enum { PEER_NONE = -1, PEER_ANY = -2, TAG_ANY = -1 };
 
-/* The record read by mpinb_watch_read (its layout is mirrored in mpinb/engine/mpi_watch.py). */
+/* The record read by mpinb_watch_read (its layout is mirrored in mpinb/engine/mpi4py_waits.py). */
 typedef struct {
   int64_t call;        /* calls watched so far; this one's number */
   int64_t bytes;       /* this rank's payload */
@@ -173,7 +173,7 @@ static inline void mark_pending(void) {
  * MPI_Mprobe: mpi4py's Recv, recv, Probe) polls instead of blocking, and gives up once the
  * collective library's wake count differs from its value when the cell started (the
  * notebook's signal after a proven deadlock or at the stop button: ext/withdraw.pxi,
- * mpinb/engine/withdraw.py). Nothing was matched then, so
+ * mpinb/engine/rank_release.py). Nothing was matched then, so
  * nothing was consumed; the call returns an error code of its own (its string says what
  * happened: mpi4py raises MPI.Exception with it). The communicator's error handler is not
  * called: a fatal one would end the whole job, which is what freeing the rank avoids. */

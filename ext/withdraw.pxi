@@ -1,5 +1,5 @@
 # Freeing a rank where it waits, so that its engine keeps its variables (after a proven
-# deadlock, or at the stop button; mpinb.engine.withdraw, mpinb.client.freeing).
+# deadlock, or at the stop button; mpinb.engine.rank_release, mpinb.cells.freeing).
 #
 # Receives. mpinb's receives (recv, the receive half of sendrecv) are matched by polling
 # MPI_Improbe, never by blocking in MPI_Mprobe (probe_or_withdraw says why). Once

@@ -6,9 +6,11 @@
 * ``%load_ext mpinb``    registers the ``%mpijax`` / ``%%mpijax`` magics (mpinb.magic)
 * ``mpinb.MPICluster``   the same from Python: ``MPICluster(n=4).start().run_cell(code)``
 
-The code is arranged by side of the wire: ``client/`` (the notebook's side), ``engine/`` (each
-rank's), ``launch/`` (starting the MPI job), ``wire/`` (what crosses), ``analysis/`` and
-``view/`` (what the notebook makes of it); the documentation's API pages (docs/api.md) list the modules.
+The code is arranged by side of the wire and by lifecycle: ``cluster/`` (a cluster's life, on
+the notebook's side), ``cells/`` (running cells on it), ``launch/`` (starting the MPI job),
+``engine/`` (each rank's side), ``wire/`` (what crosses), ``analysis/`` (pure functions over what
+crossed, for every side) and ``view/`` (every word a user reads); ``mpi/`` is the collective
+library. The documentation's API pages (docs/api.md) list the modules.
 """
 
 __all__ = ["CellOptions", "ClusterOptions", "MPICluster", "ViewOptions", "__version__"]
@@ -31,7 +33,7 @@ def __getattr__(name: str):
     if name == "__version__":
         return _version()
     if name == "MPICluster":
-        from .client.cluster import MPICluster
+        from .cluster.mpi_cluster import MPICluster
 
         return MPICluster
     if name in ("CellOptions", "ViewOptions"):

@@ -34,7 +34,7 @@ class CellOptions:
         and frees the ranks, so that the next cell runs: where every blocked rank waits in a
         receive or in an mpinb collective's checked exchange on COMM_WORLD or mpinb's own
         communicator, they are freed there and the engines keep their variables
-        (mpinb.client.freeing), else the engines restart, replaying the setup cells;
+        (mpinb.cells.freeing), else the engines restart, replaying the setup cells;
         ``"keep"`` ends the cell and leaves the ranks blocked (to look at them, then
         ``%mpijax restart``); ``"off"``: no proof is sought, the cell waits (for its timeout).
     label, header: how tracebacks name the cell (``In[5]``: ``Cell In[5], line 4``) and the

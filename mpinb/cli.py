@@ -52,7 +52,7 @@ def main(argv=None) -> int:
         print("\n".join(report.lines()))
         return 0
     if args.command in ("list", "clean"):
-        from .client import attach
+        from .cluster import attach
         from .view.cluster_words import cleaned_words, listing_words
 
         print(listing_words(attach.listing()) if args.command == "list" else cleaned_words(attach.clean()))

@@ -36,7 +36,7 @@ print(f"rank {rank}: block {block.shape} -> transposed {jitted.shape}, equals nu
 def run(options: ClusterOptions | None = None, out=sys.stdout) -> int:
     """The demo on a cluster of these options (default 4 ranks), its report written to ``out``;
     0 if every rank agrees with NumPy, jit with eager, and no layout is wrong."""
-    from .client.cluster import MPICluster
+    from .cluster.mpi_cluster import MPICluster
 
     options = options or ClusterOptions()
     n = options.n

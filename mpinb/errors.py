@@ -23,8 +23,8 @@ An error carries facts, not sentences: ``PullError(cause="shapes_differ", name="
 shapes=[(2,), (3,)])`` keeps each keyword as an attribute (and all of them in ``.facts``), and
 code branches on its class and ``cause``. The words a user reads are written in
 mpinb.view.error_words, which hands its wording function to :func:`give_voice` when it is
-imported; ``mpinb.client`` (the package every cluster comes from) imports it, so ``str(error)``
-reads as a sentence from the magic and from plain Python alike. This module imports nothing of
+imported; ``mpinb.cluster`` and ``mpinb.cells`` (where every cluster and cell comes from) import
+it, so ``str(error)`` reads as a sentence from the magic and from plain Python alike. This module imports nothing of
 the view (nor of the analysis): without a voice, or where its words do not fit the facts,
 ``str(error)`` lists the facts and never raises. An error raised with a text
 (``EngineSetupError("...")`` from an engine, which has no voice) keeps that text.
@@ -109,7 +109,7 @@ class ClusterLost(ClusterError):
 class ControllerError(ClusterError):
     """The controller could not serve the cluster: a port it picked was taken by another process
     before it listened on it, or it ended (its output quoted), three controllers in a row; or it
-    did not open its ports within start_timeout: mpinb.client.controller."""
+    did not open its ports within start_timeout: mpinb.cluster.controller."""
 
 
 class LauncherError(ClusterError):
@@ -118,12 +118,12 @@ class LauncherError(ClusterError):
 
 class EngineSetupError(ClusterError):
     """An engine raised while the start checked or set it up (its own words), or did not answer
-    within start_timeout (the ranks that did not are named): mpinb.client.start_checks."""
+    within start_timeout (the ranks that did not are named): mpinb.cluster.start_checks."""
 
 
 class CellFailed(MpinbError):
     """Raised by ``%%mpijax`` after the view is shown when a rank failed, died or did not finish
-    (``--no-raise`` turns it off). ``.result`` is the cell's result (mpinb.client.result)."""
+    (``--no-raise`` turns it off). ``.result`` is the cell's result (mpinb.cells.result)."""
 
     def __init__(self, result=None):
         super().__init__(result=result)

@@ -1,7 +1,7 @@
 """``%load_ext mpinb``: the ``%mpijax`` line magic and the ``%%mpijax`` cell magic.
 
 A thin layer: options are parsed here, user mistakes become ``UsageError``, and the work is
-done by :class:`mpinb.client.cluster.MPICluster`; the options of a cell travel as one
+done by :class:`mpinb.cluster.mpi_cluster.MPICluster`; the options of a cell travel as one
 :class:`mpinb.cell_options.CellOptions`, the view's as :class:`mpinb.cell_options.ViewOptions`.
 
 The commands of ``%mpijax`` are listed once, in ``COMMANDS`` (each with its line of help and
@@ -21,8 +21,8 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
 from .cell_options import DEADLOCK_CHOICES, CellOptions, ViewOptions, parse_ranks
-from .client.cluster import MPICluster
-from .client.result import CellResult
+from .cells.result import CellResult
+from .cluster.mpi_cluster import MPICluster
 from .cluster_options import add_arguments, from_arguments, seconds
 from .errors import CellFailed, ClusterBusy, ClusterError, ClusterLost, PullError
 from .view.magic_words import STOPPED, attached_words, pulled_words, started_words, timeout_words
@@ -233,7 +233,7 @@ class MpiJaxMagics(Magics):
 
     def _clusters(self, args) -> None:
         """%mpijax list / clean."""
-        from .client import attach
+        from .cluster import attach
         from .view.cluster_words import cleaned_words, listing_words
 
         print(listing_words(attach.listing()) if args.command == "list" else cleaned_words(attach.clean()))

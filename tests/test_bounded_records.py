@@ -1,5 +1,5 @@
 """What mpinb keeps per cell is bounded (a long session's memory stays flat): ipyparallel's
-records of earlier cells' messages are forgotten in the notebook (mpinb.client.settled_messages),
+records of earlier cells' messages are forgotten in the notebook (mpinb.cluster.settled_messages),
 and an engine forgets the source and label of old cells that define nothing that can run again
 (mpinb.engine.cell_sources)."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import linecache
 import types
 
-from mpinb.client.settled_messages import SettledMessages
+from mpinb.cluster.settled_messages import SettledMessages
 from mpinb.engine import cell_sources
 from mpinb.engine.state import STATE
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from mpinb.client.cluster import MPICluster
+from mpinb.cluster.mpi_cluster import MPICluster
 from mpinb.launch.launchers import default_mpiexec
 
 
@@ -144,7 +144,7 @@ def test_no_local_signal_to_an_engine_pid():
 def test_start_progress_counts_engines_and_ends_at_ready(capsys):
     """One bar from start() to ready: engines counted as they register, the phase named; at the
     end it says ready with every engine counted (outside a notebook: text on stderr)."""
-    from mpinb.client.progress import StartProgress
+    from mpinb.cluster.progress import StartProgress
 
     progress = StartProgress(3, show=True)
     progress.phase("registering")

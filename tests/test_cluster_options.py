@@ -8,8 +8,8 @@ import pytest
 
 import mpinb
 from mpinb.cli import parser as cli_parser
-from mpinb.client.cluster import MPICluster
-from mpinb.client.lifetime import options_of
+from mpinb.cluster.lifetime import options_of
+from mpinb.cluster.mpi_cluster import MPICluster
 from mpinb.cluster_options import ClusterOptions, from_arguments
 from mpinb.magic import COMMANDS, MpiJaxMagics, line_parser
 

@@ -1,4 +1,4 @@
-"""The files of clusters kept true (mpinb.client.upkeep), on real clusters: a watchdog killed by
+"""The files of clusters kept true (mpinb.cluster.upkeep), on real clusters: a watchdog killed by
 SIGKILL is replaced at the next ``list`` and the cluster still ends with its holder; a cluster
 with no process left (its watchdog killed with the rest, as when all of a user's processes are
 killed) is neither listed nor offered to ``attach``, and its files go; the file of an earlier
@@ -18,7 +18,7 @@ import psutil
 import pytest
 from support.holders import cluster_processes, start_holder
 
-from mpinb.client import identity, registry
+from mpinb.cluster import identity, registry
 
 BOUND = 60.0  # the issue's: nothing left running a minute after the holder's end
 

@@ -1,4 +1,4 @@
-"""The controller's start (mpinb.client.controller): ipyparallel's controller binds the ports it
+"""The controller's start (mpinb.cluster.controller): ipyparallel's controller binds the ports it
 picked only after it has named them, each in its own process, so a port another process took
 in between left a controller without one of its queues, whose engines registered and then never
 answered. The start now sees that at once and starts another controller; a port taken every
@@ -15,7 +15,7 @@ import pytest
 from ipyparallel.util import select_random_ports
 
 from mpinb import MPICluster
-from mpinb.client import controller
+from mpinb.cluster import controller
 from mpinb.engine.self_account import report
 from mpinb.errors import ControllerError
 

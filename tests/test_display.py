@@ -10,7 +10,7 @@ from mpinb import view
 from mpinb.analysis import compare as cmp
 from mpinb.analysis import hlo, timeline
 from mpinb.cell_options import ViewOptions, parse_ranks
-from mpinb.client.result import CellResult, Note
+from mpinb.cells.result import CellResult, Note
 from mpinb.view import images, timeline_svg
 from mpinb.wire import values
 from mpinb.wire.records import ErrorInfo, RankRecord
@@ -417,7 +417,7 @@ def test_a_pulled_array_is_drawn_on_its_own_scale():
 
 
 def test_a_stream_s_state_gets_where_only_if_it_takes_it():
-    from mpinb.client.cell_run import state_reporter
+    from mpinb.cells.cell_run import state_reporter
 
     told = []
 

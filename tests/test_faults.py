@@ -19,8 +19,8 @@ from support.topology import OTHER_HOST, SLURM, make_cluster
 from support.waiting import OnOutput, inside, press_stop
 
 from mpinb import view
-from mpinb.client.cell_run import DEFAULT_GRACE
-from mpinb.client.freeing import WITHDRAW_WAIT
+from mpinb.cells.cell_run import DEFAULT_GRACE
+from mpinb.cells.freeing import WITHDRAW_WAIT
 from mpinb.errors import ClusterBusy, ClusterError, ClusterLost
 from mpinb.launch.mpi_impl import find_launcher, loaded_mpi
 from mpinb.view.words import death_words
@@ -182,7 +182,7 @@ def test_interrupt_frees_ranks_running_python(cluster):
 def test_interrupt_frees_ranks_waiting_in_a_collective(cluster):
     """Waits for rank 0 to print 'tick' (it then sleeps in Python) and for ranks 1 and 2 to be
     inside barrier (checked mode's exchange), then presses stop: rank 0 stops, then joins the
-    exchange to free 1 and 2 (mpinb.engine.withdraw.join); no restart, the variables kept."""
+    exchange to free 1 and 2 (mpinb.engine.rank_release.join); no restart, the variables kept."""
     cluster.run_cell("kept = 8")
     stop = OnOutput("tick", [0], press_stop, lambda: inside(cluster, [1, 2], "barrier"))
     res = cluster.run_cell(
@@ -220,7 +220,7 @@ def test_interrupt_says_when_ranks_stay_blocked_in_mpi(cluster):
 
 def test_interrupt_frees_ranks_waiting_in_receives(cluster):
     """Ranks 1 and 2 wait in receives from rank 0 (mpinb's recv, mpi4py's recv), which sleeps in
-    Python: the stop button frees all three, the receives taken back (mpinb.engine.withdraw), and
+    Python: the stop button frees all three, the receives taken back (mpinb.engine.rank_release), and
     the next cell runs with the engines' variables, without a restart."""
     cluster.run_cell("kept = 7")
     stop = OnOutput("tick", [0], press_stop, lambda: inside(cluster, [1, 2], "recv"))

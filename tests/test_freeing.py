@@ -1,10 +1,10 @@
-"""Which ranks are freed where they wait (mpinb.client.freeing), and the words: after a
+"""Which ranks are freed where they wait (mpinb.cells.freeing), and the words: after a
 deadlock, only when every rank still running waits in a receive the wake takes back or in a
 checked collective's exchange that the idle ranks can join, and every engine can be woken;
 the ranks freed only if all came back. The real thing on a 3-rank cluster:
 tests/test_deadlocks_on_cluster.py and tests/test_faults.py; the receives themselves: tests/test_mpi_watch.py."""
 
-from mpinb.client import freeing
+from mpinb.cells import freeing
 from mpinb.view.words import freed_words
 
 

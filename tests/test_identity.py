@@ -1,4 +1,4 @@
-"""Which process a cluster's file names (mpinb.client.identity): a zombie, a process that took a
+"""Which process a cluster's file names (mpinb.cluster.identity): a zombie, a process that took a
 PID, and a process of an earlier boot are not the process recorded; a live one is."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from mpinb.client import identity, registry
+from mpinb.cluster import identity, registry
 
 
 def test_a_live_process_runs_and_a_zombie_does_not():

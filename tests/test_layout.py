@@ -33,7 +33,7 @@ def test_the_circle_finder_finds_a_circle():
 
 def test_the_graph_sees_lazy_and_relative_imports():
     graph = import_graph.module_graph(PACKAGE)
-    assert "mpinb.client.cluster" in graph["mpinb"]  # inside mpinb.__getattr__
+    assert "mpinb.cluster.mpi_cluster" in graph["mpinb"]  # inside mpinb.__getattr__
     assert "mpinb.engine.code" in graph["mpinb.engine.execute"]  # from .code import ...
     assert "mpinb.mpi_ops" in graph["mpinb.mpi.primitives"]
 
@@ -83,7 +83,7 @@ def test_no_function_is_over_about_60_lines():
 #: ipyparallel's ways of running something on engines; only the door may call them
 ENGINE_CALLS = {"apply", "apply_async", "apply_sync", "map_async", "map_sync", "execute", "push"}
 #: the one door: module and function that may call them
-DOOR = ("mpinb.client.cluster", "on_engines")
+DOOR = ("mpinb.cluster.mpi_cluster", "on_engines")
 #: calls that send a function to the engines, and which positional argument is that function
 SENDERS = {"on_engines": 0, "ask_every_engine": 2}
 

@@ -22,7 +22,7 @@ import pytest
 from support.holders import cluster_processes, start_holder, start_kept
 from support.topology import OTHER_HOST, SLURM, make_cluster
 
-from mpinb.client import registry
+from mpinb.cluster import registry
 
 #: the issue's bound: every process gone within a minute of the holder's death
 BOUND = 60.0

@@ -403,7 +403,7 @@ def test_each_rank_s_part_is_kept_even_once_ipyparallel_purged_its_caches(ip):
     """A rank's reply makes ipyparallel purge its caches of that message: a lookup by msg_id
     (client.get_result, client.metadata) then finds no output, or races into a KeyError; the
     per-rank tasks of a cell are made from the request's own futures and keep result and output."""
-    from mpinb.client.rank_task import per_rank
+    from mpinb.cells.rank_task import per_rank
 
     cluster = cluster_of(ip)
     sent = cluster.rank_view([0, 1]).apply_async(divmod, 7, 2)
@@ -421,7 +421,7 @@ def test_each_rank_s_part_answers_as_ipyparallel_s_own_result_would(ip):
     from ipyparallel.error import RemoteError
     from ipyparallel.error import TimeoutError as NotYet
 
-    from mpinb.client.rank_task import per_rank
+    from mpinb.cells.rank_task import per_rank
 
     cluster = cluster_of(ip)
     for task in per_rank(cluster.rank_view([0, 1]).apply_async(divmod, 7, 0)):
@@ -437,7 +437,7 @@ def test_each_rank_s_part_answers_as_ipyparallel_s_own_result_would(ip):
     assert printing.get(60) is None and printing.wait_for_output(10) and printing.stdout == "said\n"
 
 
-# The start's bounded waits (mpinb.client.start_checks), on clusters of their own. Here, not in
+# The start's bounded waits (mpinb.cluster.start_checks), on clusters of their own. Here, not in
 # test_faults.py: that file is rerun with the engines on another host and as a Slurm step, where
 # this process can neither signal the engines by their PIDs nor start a second cluster beside
 # the first.
@@ -467,7 +467,7 @@ def test_a_rank_that_never_answers_during_the_start_fails_it_naming_the_rank(mon
 def test_the_stop_button_during_the_ranks_check_leaves_nothing_running(monkeypatch):
     """A KeyboardInterrupt while the start waits for the ranks' check tears down what was
     started: no engine left, and the cluster says it is not running."""
-    import mpinb.client.start_phases as start_phases
+    import mpinb.cluster.start_phases as start_phases
 
     engines = []
 

@@ -1,4 +1,4 @@
-"""The MPI watch (ext/mpi_watch.c, mpinb/engine/mpi_watch.py) on real MPI processes: while the main
+"""The MPI watch (ext/mpi_watch.c, mpinb/engine/mpi4py_waits.py) on real MPI processes: while the main
 thread blocks in an MPI call the program makes itself through mpi4py, another thread reads what
 it waits for (op, peers as world ranks, tags, root, the communicator's members, bytes, the MPI
 function, whether a nonblocking call was ever made); nothing once the call returned; calls of
@@ -13,16 +13,16 @@ import sys
 
 import pytest
 
-from mpinb.engine import mpi_watch
+from mpinb.engine import mpi4py_waits
 from mpinb.launch.mpi_impl import find_launcher, loaded_mpi
 
 PRELUDE = """
 import json, threading, time
-from mpinb.engine import mpi_watch
-loaded = mpi_watch.preload()
+from mpinb.engine import mpi4py_waits
+loaded = mpi4py_waits.preload()
 from mpi4py import MPI
 import numpy as np
-started = mpi_watch.start()
+started = mpi4py_waits.start()
 world = MPI.COMM_WORLD
 rank = world.Get_rank()
 
@@ -31,7 +31,7 @@ def while_blocked(release):
     seen = []
     def look():
         time.sleep(0.4)
-        seen.append(mpi_watch.inflight(MPI.Wtime()))
+        seen.append(mpi4py_waits.inflight(MPI.Wtime()))
         release()
     thread = threading.Thread(target=look)
     thread.start()
@@ -44,7 +44,7 @@ thread, seen = while_blocked(lambda: world.Send(np.arange(3.0), dest=0, tag=5))
 buf = np.empty(3)
 world.Recv(buf, source=0, tag=5)
 thread.join()
-out["recv"], out["after"], out["received"] = seen[0], mpi_watch.inflight(MPI.Wtime()), buf.tolist()
+out["recv"], out["after"], out["received"] = seen[0], mpi4py_waits.inflight(MPI.Wtime()), buf.tolist()
 thread, seen = while_blocked(lambda: world.send({"a": 1}, dest=0, tag=11))
 world.recv(source=MPI.ANY_SOURCE)
 thread.join()
@@ -59,7 +59,7 @@ out["after_nonblocking"] = seen[0]
 out["other_thread"] = None
 def other():
     world.Barrier()  # a call of another thread: not watched
-    out["other_thread"] = mpi_watch.inflight(MPI.Wtime())
+    out["other_thread"] = mpi4py_waits.inflight(MPI.Wtime())
 t = threading.Thread(target=other); t.start(); t.join()
 print(json.dumps(out))
 """
@@ -89,9 +89,9 @@ WITHDRAWN = PRELUDE + """
 import os
 import jax.numpy as jnp
 from mpinb import mpi
-from mpinb.engine import withdraw
+from mpinb.engine import rank_release
 mpi.default_comm()  # collective: both ranks
-signum = withdraw.install()
+signum = rank_release.install()
 out = {"rank": rank, "signal": signum}
 
 def withdrawn(name, call, new_cell=True):
@@ -101,11 +101,11 @@ def withdrawn(name, call, new_cell=True):
     seen = []
     def poke():
         time.sleep(0.5)
-        seen.append(mpi_watch.inflight(MPI.Wtime()))
+        seen.append(mpi4py_waits.inflight(MPI.Wtime()))
         os.kill(os.getpid(), signum)
     thread = threading.Thread(target=poke)
     if new_cell:
-        withdraw.begin_cell()
+        rank_release.begin_cell()
         thread.start()
     t0 = time.perf_counter()
     try:
@@ -130,10 +130,10 @@ if rank == 1:
     mpi.send(jnp.ones(3), dest=0, tag=10)
 world.Barrier()
 if rank == 0:
-    out["freed"] = withdraw.freed()
-    out["dropped"] = withdraw.drop_left()
+    out["freed"] = rank_release.freed()
+    out["dropped"] = rank_release.drop_left()
 world.Barrier()
-withdraw.begin_cell()
+rank_release.begin_cell()
 if rank == 1:
     world.Send(np.full(3, 5.0), dest=0, tag=7)
 else:
@@ -145,7 +145,7 @@ else:
 
 
 def run(script: str, ranks: int = 1, **env) -> list[dict]:
-    environment = {**os.environ, mpi_watch.LIBMPI_ENV: loaded_mpi().path, **env}
+    environment = {**os.environ, mpi4py_waits.LIBMPI_ENV: loaded_mpi().path, **env}
     command = [sys.executable, "-c", script]
     if ranks > 1:
         command = [find_launcher(loaded_mpi(), local=True), "-n", str(ranks), *command]
@@ -170,7 +170,7 @@ def test_the_ranks_output_is_read_however_the_launcher_joins_it():
 
 
 def test_the_watch_is_built_beside_the_collective_library():
-    assert mpi_watch.library_path() is not None
+    assert mpi4py_waits.library_path() is not None
 
 
 def test_a_blocked_receive_is_read_from_another_thread_and_gone_once_it_returned():
@@ -204,13 +204,13 @@ def test_the_watch_stays_out_when_off_or_too_late(how):
     script = PRELUDE + "print(json.dumps({'loaded': loaded, 'started': started}))"
     if how == "after mpi4py":
         script = "import mpi4py.MPI\n" + script
-    (out,) = run(script, **({mpi_watch.WATCH_ENV: "0"} if how == "off" else {}))
+    (out,) = run(script, **({mpi4py_waits.WATCH_ENV: "0"} if how == "off" else {}))
     assert out == {"loaded": False, "started": False}
 
 
 def test_a_wake_signal_takes_waiting_receives_back_and_late_messages_are_dropped():
     """mpi4py's Recv, recv and Probe (through the watch) and mpinb's recv, each waiting for a
-    message that has not come, fail when the wake signal comes (mpinb.engine.withdraw); the
+    message that has not come, fail when the wake signal comes (mpinb.engine.rank_release); the
     messages that come later are dropped, not received by the next receive, which gets its own."""
     outs = {o["rank"]: o for o in run(WITHDRAWN, ranks=2)}
     out = outs[0]

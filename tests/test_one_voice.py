@@ -1,5 +1,5 @@
 """One voice, read from the source (pure: nothing is run): the sentences a user reads are
-written in mpinb/view/; the client returns and raises facts, mpinb/errors.py holds facts and
+written in mpinb/view/; the cluster and the cells return and raise facts, mpinb/errors.py holds facts and
 imports neither the view nor the analysis, and the magic's and command line's messages come
 from the view. What a rule looks for: a string literal or f-string of more than MAX_WORDS
 words outside a docstring. Exempt by rule: the text of ``ValueError``/``TypeError`` (a bad
@@ -19,7 +19,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "mpinb"
 MAX_WORDS = 3
 
 #: the folders and modules that must not build sentences
-CLEANED = ("client", "launch", "engine", "wire", "errors.py", "cli.py", "magic.py")
+CLEANED = ("cluster", "cells", "launch", "engine", "wire", "errors.py", "cli.py", "magic.py")
 
 #: the exceptions whose text is exempt (see the module's docstring)
 ARGUMENT_ERRORS = {"ValueError", "TypeError", "UsageError", "ArgumentTypeError", "error"}
@@ -29,10 +29,10 @@ TRACEBACK = "left: the traceback as IPython writes it, made where the frames are
 
 #: sentences left where they are, with why (module, the sentence's first words)
 EXEMPT = {
-    ("client/watchdog.py", "usage: python -m"): "the watchdog's own command line, run by mpinb, not by a user",
-    ("client/watchdog.py", "mpinb watchdog: cluster"): "the watchdog's log line on its own stderr (its log file)",
-    ("client/rank_task.py", "mpinb: this ipyparallel's"): "an invariant of ipyparallel's internals, for a developer",
-    ("client/rank_task.py", "the rank's result"): "ipyparallel's TimeoutError of a wait, caught by mpinb's callers",
+    ("cluster/watchdog.py", "usage: python -m"): "the watchdog's own command line, run by mpinb, not by a user",
+    ("cluster/watchdog.py", "mpinb watchdog: cluster"): "the watchdog's log line on its own stderr (its log file)",
+    ("cells/rank_task.py", "mpinb: this ipyparallel's"): "an invariant of ipyparallel's internals, for a developer",
+    ("cells/rank_task.py", "the rank's result"): "ipyparallel's TimeoutError of a wait, caught by mpinb's callers",
     ("launch/launchers.py", "job %i %T %r"): "squeue's output format, read by mpinb, not a sentence",
     ("launch/launchers.py", "#!/bin/sh"): "the batch script given to sbatch, not a sentence",
     ("launch/mpi_impl.py", "\nimport json, re"): "the probe's Python code, run in a child process",
@@ -158,10 +158,10 @@ def test_errors_import_neither_the_view_nor_the_analysis():
     assert not wrong, wrong
 
 
-def test_the_client_gives_the_errors_their_voice():
-    """Whoever uses a cluster, from the magic or plain Python, imports mpinb.client: its errors read
+def test_the_cluster_gives_the_errors_their_voice():
+    """Whoever uses a cluster, from the magic or plain Python, imports mpinb.cluster: its errors read
     as sentences there (mpinb.view.error_words), and list their facts elsewhere."""
-    import mpinb.client  # noqa: F401
+    import mpinb.cluster  # noqa: F401
     from mpinb import errors
     from mpinb.view.error_words import error_words, lost_words
 

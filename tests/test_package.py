@@ -91,9 +91,9 @@ def test_tutorials_into_a_file_is_an_error_that_says_so(tmp_path, capsys):
 
 def test_every_public_name_of_the_package_resolves():
     """The names ``mpinb`` lists (imported on first use, so a renamed module breaks only here)."""
-    code = "import mpinb; print(sorted(n for n in mpinb.__all__ if getattr(mpinb, n) is not None))"
+    code = "import json, mpinb; print(json.dumps([n for n in mpinb.__all__ if getattr(mpinb, n) is not None]))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert {"CellOptions", "ClusterOptions", "MPICluster", "ViewOptions", "__version__"} <= set(eval(out))
+    assert {"CellOptions", "ClusterOptions", "MPICluster", "ViewOptions", "__version__"} <= set(json.loads(out))
 
 
 def test_the_version_is_the_installed_distribution_s():

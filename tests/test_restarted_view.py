@@ -7,9 +7,9 @@ import re
 
 from mpinb import view
 from mpinb.analysis.deadlock import prove
-from mpinb.client import freeing
-from mpinb.client.progress import StartProgress
-from mpinb.client.result import CellResult, Note
+from mpinb.cells import freeing
+from mpinb.cells.result import CellResult, Note
+from mpinb.cluster.progress import StartProgress
 from mpinb.errors import CellFailed
 
 SEND = {"op": "send", "call": 5, "bytes": 16_000_000, "peer": 1, "seconds": 1.1}

@@ -14,7 +14,7 @@ from support import slurm_cluster
 from support.require import require
 from support.rerun import JAX_NATIVE, pytest_passes
 
-from mpinb.client.cluster import MPICluster
+from mpinb.cluster.mpi_cluster import MPICluster
 from mpinb.launch import launchers
 
 TIMEOUT = 1200

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from mpinb.analysis.rank_accounts import differences, oversubscribed
-from mpinb.client.start_checks import ask_every_engine
+from mpinb.cluster.start_checks import ask_every_engine
 from mpinb.engine.self_account import package_versions, report
 from mpinb.errors import EngineSetupError
 from mpinb.view.start_words import oversubscribed_words

@@ -1,4 +1,4 @@
-"""How mpinb.client.upkeep judges a cluster's file, without a cluster: a Slurm cluster by its
+"""How mpinb.cluster.upkeep judges a cluster's file, without a cluster: a Slurm cluster by its
 scheduler (a stand-in ``squeue`` on PATH), a file of an earlier boot, one whose processes are
 gone; and what it does (the files of a gone cluster removed, its Slurm job cancelled)."""
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from mpinb.client import identity, registry, upkeep
+from mpinb.cluster import identity, registry, upkeep
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def test_a_file_of_an_earlier_boot_or_without_a_process_is_dropped_and_a_running
     assert registry.read("old-boot") is None and registry.read("no-process") is None
     assert "7" in slurm[2].read_text().split()
     assert identity.running(sleeper)  # nothing of this boot was killed
-    from mpinb.client.watchdog import end_cluster, watched
+    from mpinb.cluster.watchdog import end_cluster, watched
 
     since = time.monotonic()
     while not watched("runs") and time.monotonic() - since < 30:  # the new watchdog takes the lock

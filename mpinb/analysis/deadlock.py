@@ -1,7 +1,7 @@
 """Proving that ranks wait for each other forever, from what each one waits in.
 
 Each rank blocked in an mpinb call, or in a blocking MPI call of its own (the MPI watch,
-mpinb.engine.mpi_watch), tells the notebook whom it waits for (ext/waits.pxi: the op, its
+mpinb.engine.mpi4py_waits), tells the notebook whom it waits for (ext/waits.pxi: the op, its
 source, destination, tags and root, the communicator's members as world ranks). A rank
 that left the cell will call nothing more in it. From these facts alone this module decides
 whether a set of ranks can never move on, the wait-for graph of MPI correctness checkers:
@@ -24,7 +24,7 @@ from every blocked rank, drop those that a rank outside the set may still free, 
 drops). A rank computing, sleeping or in a call mpinb cannot see may still free anyone: it is
 never part of a proof, and neither is a rank waiting on a communicator whose members are
 unknown. Pure: the caller says which ranks were blocked long enough and which left
-(mpinb.client.cell_run).
+(mpinb.cells.cell_run).
 
     >>> ring = {r: {"op": "recv", "source": (r + 1) % 3, "recvtag": 0, "comm": [0, 1, 2]} for r in range(3)}
     >>> prove(ring, left=set()).words()

@@ -1,6 +1,6 @@
 """Everything the notebook side runs on an engine: the one list.
 
-:meth:`mpinb.client.cluster.MPICluster.on_engines` is the only door through which a function
+:meth:`mpinb.cluster.mpi_cluster.MPICluster.on_engines` is the only door through which a function
 reaches the engines, and it sends only the functions listed here (each by its name,
 mpinb.wire.by_name: the engines run their own copy). To run something new on the engines,
 write it in the engine's module where it belongs and add it here.
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from .execute import execute_cell
 from .hlo_capture import compiled_hlo
+from .rank_release import at_rest, drop_left, join
 from .self_account import report
 from .shards import local_parts
 from .startup import setup
-from .withdraw import at_rest, drop_left, join
 
 #: every function the notebook side runs on an engine
 ENTRY_POINTS = (

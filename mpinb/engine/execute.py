@@ -20,7 +20,7 @@ from ..errors import QueuedCallFreed
 from ..wire import values
 from ..wire.cells import cell_filename
 from ..wire.records import RankRecord
-from . import cell_sources, hlo_capture, passes, settle, traces, withdraw
+from . import cell_sources, hlo_capture, passes, rank_release, settle, traces
 from .code import error_info, execute_code, namespace
 from .state import STATE
 
@@ -38,7 +38,7 @@ def execute_cell(code: str, options: CellOptions, participants: tuple[int, ...] 
     lib.set_participants(participants)
     calls_before, wall0, mpi0 = lib.counters()["calls"], time.time(), lib.wtime()
     lib.ran_begin()  # what this cell calls is compared across ranks (mpinb.analysis.divergence)
-    withdraw.begin_cell()  # only a wake from now on frees this cell's receives
+    rank_release.begin_cell()  # only a wake from now on frees this cell's receives
     try:
         filename = cell_filename(cell_no)
         cell_sources.remember(filename, options.label or filename, code)
@@ -64,7 +64,7 @@ def _run(code: str, filename: str, options: CellOptions) -> RankRecord:
     eager = None
     label = STATE.cell_labels[filename]
     if options.compare:
-        freed = withdraw.freed()
+        freed = rank_release.freed()
         try:
             eager = passes.eager_pass(code, ns, filename, options.header)
         except KeyboardInterrupt as exc:  # the stop button: no jitted pass
@@ -73,7 +73,7 @@ def _run(code: str, filename: str, options: CellOptions) -> RankRecord:
             return record
         record.eager_error = eager[3]
         settled = _queued_work_done(record, label)
-        if not settled or withdraw.freed() != freed:  # stopped, or freed where it waited: the
+        if not settled or rank_release.freed() != freed:  # stopped, or freed where it waited: the
             if record.ok:  # jitted pass would wait again
                 record.ok, record.error = False, eager[3]
             return record
@@ -101,13 +101,13 @@ def _queued_work_done(record: RankRecord, label: str) -> bool:
     """Wait until the work the pass queued for XLA has run (mpinb.engine.settle); False, the
     record failed (if it was not already), when the stop button came meanwhile or a call of that
     work was freed where it waited (nothing raised its error: the arrays hold it)."""
-    freed = withdraw.freed()
+    freed = rank_release.freed()
     try:
         settle.dispatched_work(label)
     except BaseException as exc:  # noqa: BLE001 - the stop button, raised once the work has run
         error = error_info(exc)
     else:
-        if withdraw.freed() == freed:
+        if rank_release.freed() == freed:
             return True
         error = error_info(QueuedCallFreed(
             "a call that this cell's jitted work queued was freed where it waited, after the cell's code "

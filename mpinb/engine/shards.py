@@ -1,6 +1,6 @@
 """What a rank holds of a variable, for ``%mpijax pull`` (engine side): the blocks of a
 ``jax.Array`` sharded across processes, each with its place in the global array, or the whole
-value of a per-rank array. Assembled in the notebook by mpinb.client.pull.
+value of a per-rank array. Assembled in the notebook by mpinb.cells.pull.
 """
 
 from __future__ import annotations

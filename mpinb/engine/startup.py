@@ -1,9 +1,9 @@
 """An engine's start (engine side): the per-rank HLO dump directory (set before JAX
 initialises), the collective library loaded in checked mode, MPICH's shared-memory name
 unlinked, faulthandler's file, the MPI watch started on the thread that runs cells, the signal
-that withdraws a waiting receive (mpinb.engine.withdraw), and the
+that withdraws a waiting receive (mpinb.engine.rank_release), and the
 thread that publishes, while a cell runs, which MPI call this rank is blocked in (an mpinb
-collective, or a call the program makes itself: mpinb.engine.mpi_watch; mpinb.wire.status).
+collective, or a call the program makes itself: mpinb.engine.mpi4py_waits; mpinb.wire.status).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 
 from ..wire.status import fault_path, status_message
 from . import devices as devices_module
-from . import jax_processes, mpi_watch, settle, stall, withdraw
+from . import jax_processes, mpi4py_waits, rank_release, settle, stall
 from .code import execute_code
 from .hlo_capture import forget_hlo_modules
 from .state import STATE
@@ -35,7 +35,7 @@ def _publish_status() -> None:
     from mpinb import mpi
 
     where = stall.where_now() if STATE.running is not None else None
-    inflight = mpi.inflight() or mpi_watch.inflight(MPI.Wtime())  # mpinb's own op, else MPI called directly
+    inflight = mpi.inflight() or mpi4py_waits.inflight(MPI.Wtime())  # mpinb's own op, else MPI called directly
     publish_data(status_message(inflight, STATE.running, where))
 
 
@@ -93,8 +93,8 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
     described = devices_module.describe()  # starts JAX's backend
     settle.dispatched_work("setup")  # compiles the fence that ends each cell now, not in the first cell
     forget_hlo_modules()
-    watched = mpi_watch.start()  # this thread runs the cells
-    wake = withdraw.install()  # a signal frees this rank from a receive (mpinb.engine.withdraw)
+    watched = mpi4py_waits.start()  # this thread runs the cells
+    wake = rank_release.install()  # a signal frees this rank from a receive (mpinb.engine.rank_release)
     if status_dir:
         os.makedirs(status_dir, exist_ok=True)
         STATE.fault_file = open(fault_path(status_dir, rank), "w")  # noqa: SIM115 - lives with the engine

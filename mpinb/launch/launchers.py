@@ -79,7 +79,7 @@ def _engine_cmd(status_dir: str) -> list[str]:
 
 def _watch_env(cluster, env: dict) -> None:
     """Tell the engines which libmpi mpi4py loads, so that the MPI watch, which needs it, loads
-    before mpi4py does (mpinb.engine.mpi_watch); nothing if that cannot be asked here."""
+    before mpi4py does (mpinb.engine.mpi4py_waits); nothing if that cannot be asked here."""
     try:
         path = loaded_mpi(_engines_env(cluster, env)).path
     except LauncherError:

@@ -60,7 +60,7 @@ print(json.dumps({"version": MPI.Get_library_version(), "path": path}))
 
 #: variables that change which MPI mpi4py loads (the probe's cache is keyed on them)
 #: the libmpi file mpi4py loads, as the launcher found it, told to the engines: the MPI watch
-#: (mpinb.engine.mpi_watch), which needs it, loads it before mpi4py does
+#: (mpinb.engine.mpi4py_waits), which needs it, loads it before mpi4py does
 LIBMPI_ENV = "MPINB_LIBMPI"
 _LOADER_VARIABLES = ("MPI4PY_LIBMPI", "LD_LIBRARY_PATH", "LD_PRELOAD", "PATH")
 

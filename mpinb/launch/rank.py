@@ -10,7 +10,7 @@ a directory on the engine's own host (for the fault file). The wrapper exits lik
 
 When its parent (the MPI launcher's process on this host) dies, the wrapper kills its engine
 (Linux's parent-death signal): a launcher killed without a chance to end its ranks (the
-watchdog of a dead kernel, mpinb.client.watchdog) leaves no engine running, on any host.
+watchdog of a dead kernel, mpinb.cluster.watchdog) leaves no engine running, on any host.
 """
 
 from __future__ import annotations

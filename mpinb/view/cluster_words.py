@@ -1,5 +1,5 @@
 """How the clusters of this user on this host are said (``%mpijax list``, ``clean``, ``attach``):
-a line each from the facts mpinb.client.attach gathers. Pure: no IPython.
+a line each from the facts mpinb.cluster.attach gathers. Pure: no IPython.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from .words import RESULT_NAME, busy_words, death_words, lost_job_words
 #: how each state that fails a cell is said
 FAILED_STATES = {"failed": "failed", "dead": "died", "running": "still running", "restarted": "restarted"}
 
-#: the engines' tasks of a start, as their errors name them (mpinb.client.start_checks)
+#: the engines' tasks of a start, as their errors name them (mpinb.cluster.start_checks)
 START_TASKS = {"check": "the ranks' check", "setup": "the engines' setup"}
 
 
@@ -136,7 +136,7 @@ def ranks_differ_words(cause: str, differences) -> str:
 
 
 def controller_died_words(cause: str, pid=None, pids=(), ports=(), holders=None) -> str:
-    """Why a controller cannot serve (mpinb.client.controller.ControllerDied's facts)."""
+    """Why a controller cannot serve (mpinb.cluster.controller.ControllerDied's facts)."""
     listed = ", ".join(map(str, sorted(ports)))
     if cause == "ended":
         return f"the controller (PID {pid}) ended"

@@ -1,4 +1,4 @@
-"""How the notes above a cell's view are said: each note of a result (mpinb.client.result.Note)
+"""How the notes above a cell's view are said: each note of a result (mpinb.cells.result.Note)
 is a cause and its facts (a proven deadlock, the MPI job's end, what to do about ranks still
 running, ranks freed, messages dropped, the engines restarted), worded here. Pure: no IPython.
 """

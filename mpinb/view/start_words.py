@@ -1,12 +1,12 @@
 """How a cluster's start is said: while it runs, the phase, the engines counted, the time, as
-text (tqdm's bar outside a notebook) and HTML (mpinb.client.progress shows them); once done,
+text (tqdm's bar outside a notebook) and HTML (mpinb.cluster.progress shows them); once done,
 what it found worth a note (more ranks than cores on a host). Pure."""
 
 from __future__ import annotations
 
 import html
 
-#: the phases of a start (mpinb.client.cluster), as the bar names them
+#: the phases of a start (mpinb.cluster.mpi_cluster), as the bar names them
 START_PHASES = {"controller": "starting the controller", "registering": "engines registering",
                 "checking": "checking the ranks", "setup": "setting up the engines", "ready": "ready"}
 

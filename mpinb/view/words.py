@@ -64,7 +64,7 @@ def exit_words(returncode: int | None) -> str:
 
 
 def death_words(death: dict) -> str:
-    """How a rank died (mpinb.client.health.dead_ranks): its exit, or, when the MPI launcher ended
+    """How a rank died (mpinb.cells.health.dead_ranks): its exit, or, when the MPI launcher ended
     it after another rank's death, 'ended by the MPI launcher after rank 1 exited with code 3'."""
     if death.get("after") is not None:
         return f"ended by the MPI launcher after rank {death['after']} {exit_words(death['after_returncode'])}"
@@ -238,7 +238,7 @@ def restart_words(n: int, seconds: float, setup_cells: int, replayed: bool) -> s
 
 
 def freed_words(freed: list[int], dropped: dict[int, tuple[list[dict], int]]) -> str:
-    """How the ranks of a deadlock were freed in place (mpinb.client.freeing: each rank's error
+    """How the ranks of a deadlock were freed in place (mpinb.cells.freeing: each rank's error
     says how), the engines' variables kept, and the messages dropped afterwards."""
     said = (f"{label(freed)} {'were' if len(freed) > 1 else 'was'} freed where {'they' if len(freed) > 1 else 'it'} "
             "waited; the engines keep their variables")
@@ -246,7 +246,7 @@ def freed_words(freed: list[int], dropped: dict[int, tuple[list[dict], int]]) ->
 
 
 def dropped_words(dropped: dict[int, tuple[list[dict], int]]) -> str:
-    """The messages left unreceived that the ranks dropped once freed (mpinb.engine.withdraw),
+    """The messages left unreceived that the ranks dropped once freed (mpinb.engine.rank_release),
     one part per rank: its first message, and how many more."""
     parts = []
     for r in sorted(dropped):

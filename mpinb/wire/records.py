@@ -1,7 +1,7 @@
 """The records that cross from the engines to the notebook: typed, picklable, built by keyword.
 
 An engine returns one :class:`RankRecord` per cell; the client turns the ranks' records, their
-output and their states into a :class:`~mpinb.client.result.CellResult`. Values (``result``, ``show``)
+output and their states into a :class:`~mpinb.cells.result.CellResult`. Values (``result``, ``show``)
 are the summaries of :func:`mpinb.wire.values.summarize`; comparisons are
 :class:`mpinb.analysis.compare.Comparison`. Pure: no JAX, no IPython.
 """

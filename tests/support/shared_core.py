@@ -18,9 +18,9 @@ os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core for both ran
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 if ENGINE:
-    from mpinb.engine import mpi_watch
+    from mpinb.engine import mpi4py_waits
 
-    assert mpi_watch.preload(), "the MPI watch did not load"
+    assert mpi4py_waits.preload(), "the MPI watch did not load"
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -32,11 +32,11 @@ world = MPI.COMM_WORLD
 rank = world.Get_rank()
 peer = 1 - rank
 if ENGINE:
-    from mpinb.engine import withdraw
+    from mpinb.engine import rank_release
 
-    assert mpi_watch.start()
-    assert withdraw.install() is not None, "receives were not made withdrawable"
-    withdraw.begin_cell()
+    assert mpi4py_waits.start()
+    assert rank_release.install() is not None, "receives were not made withdrawable"
+    rank_release.begin_cell()
 
 row = jnp.arange(100, dtype=jnp.float32)
 

@@ -7,7 +7,7 @@ rerun the fault and output tests those ways."""
 import os
 from pathlib import Path
 
-from mpinb.client.cluster import MPICluster
+from mpinb.cluster.mpi_cluster import MPICluster
 from mpinb.launch.launchers import default_mpiexec
 
 OTHER_HOST = os.environ.get("MPINB_TEST_OTHER_HOST") == "1"

@@ -138,7 +138,7 @@ def inflight(now: float) -> dict | None:
     is MPI_Wtime), whom it waits for as world ranks, the MPI function, and ``pending`` (this
     process made a nonblocking call: it may be doing what another rank waits for). Whether a
     sendrecv's receive is done is unknown to the watch (``received`` None). ``withdrawable``: a
-    receive that the wake signal would take back (mpinb.engine.withdraw)."""
+    receive that the wake signal would take back (mpinb.engine.rank_release)."""
     global _members
     if _lib is None:
         return None

@@ -1,7 +1,7 @@
 """The files of this user's clusters kept true: before ``list``, ``attach`` and ``start`` use
 them, each file is judged against what runs, and acted on.
 
-- A file from an earlier boot (mpinb.client.identity) names no process of this boot: its cluster
+- A file from an earlier boot (mpinb.cluster.identity) names no process of this boot: its cluster
   ended with the machine. Its files go; nothing is killed (its PIDs are other processes now), but
   a Slurm job it names is cancelled (a job outlives a reboot of the login node, and without its
   controller it serves nobody).

@@ -2,7 +2,7 @@
 its engines' variables intact), ``listing`` (this user's clusters here, held or idle) and
 ``clean`` (end the clusters no kernel holds, remove their files). The magic's ``%mpijax attach``,
 ``list`` and ``clean`` and the command line's ``mpinb list`` and ``mpinb clean`` call these. Each
-first keeps the files true (mpinb.client.upkeep): a cluster that no longer runs is not offered.
+first keeps the files true (mpinb.cluster.upkeep): a cluster that no longer runs is not offered.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 deadlock, and at the stop button.
 
 Two ways free a rank where it waits, so that its cell fails there and the engine keeps its
-variables (mpinb.engine.withdraw):
+variables (mpinb.engine.rank_release):
 - a rank waiting in a receive (mpinb's recv or sendrecv; mpi4py's Recv, recv or Probe with the
   MPI watch; its in-flight record says ``withdrawable``) is sent the wake signal and takes the
   receive back;
@@ -28,7 +28,7 @@ WITHDRAW_WAIT = 3.0
 #: seconds after the stop button's SIGINT before ranks still waiting in a receive are woken
 #: (two signals at once can make Python miss the SIGINT: MPICluster.wake)
 WAKE_AFTER = 0.3
-#: seconds the ranks get to drop what was left unreceived (mpinb.engine.withdraw.LIMIT, and more)
+#: seconds the ranks get to drop what was left unreceived (mpinb.engine.rank_release.LIMIT, and more)
 DROP_WAIT = 15.0
 
 
@@ -156,7 +156,7 @@ def wake_receivers(run, skip=()) -> list[int]:
 
 def drop_left(run) -> dict[int, tuple[list[dict], int]]:
     """Once ranks were freed and every rank of ``run`` is idle, have each drop the messages left
-    unreceived (mpinb.engine.withdraw.drop_left); {rank: (messages, how many more)} for the
+    unreceived (mpinb.engine.rank_release.drop_left); {rank: (messages, how many more)} for the
     ranks that dropped any."""
     ranks = sorted(run.pending)
     try:

@@ -48,12 +48,12 @@ def install() -> int | None:
     from mpinb.mpi import library
     from mpinb.mpi.validation import default_comm, handle_of
 
-    from . import mpi_watch
+    from . import mpi4py_waits
 
     lib = library.load()
     lib.install_wake(WAKE_SIGNAL)
     lib.set_default_comm(handle_of(default_comm()))
-    mpi_watch.follow_wakes(*lib.wake_addresses())
+    mpi4py_waits.follow_wakes(*lib.wake_addresses())
     return WAKE_SIGNAL
 
 
@@ -69,9 +69,9 @@ def freed() -> int:
     and, with the watch, mpi4py's receives."""
     from mpinb.mpi import library
 
-    from . import mpi_watch
+    from . import mpi4py_waits
 
-    return library.load().freed() + mpi_watch.withdrawn()
+    return library.load().freed() + mpi4py_waits.withdrawn()
 
 
 def drop_left() -> tuple[list[dict], int]:
@@ -84,14 +84,14 @@ def drop_left() -> tuple[list[dict], int]:
     from mpinb.mpi import library
     from mpinb.mpi.validation import default_comm, handle_of
 
-    from . import mpi_watch
+    from . import mpi4py_waits
 
     lib = library.load()
     if not at_rest():  # a call of its own under way or queued: the messages may be that call's
         return [], 0
     handles = {handle_of(MPI.COMM_WORLD), handle_of(default_comm())}
     handles.update(lib.withdrawn_comms())
-    handles.update(mpi_watch.take_withdrawn_comms())
+    handles.update(mpi4py_waits.take_withdrawn_comms())
     return lib.drop_stale(sorted(handles), QUIET, LIMIT)
 
 

@@ -1,5 +1,5 @@
 """The result of one cell on the ranks of a cluster (client side): assembled by
-mpinb.client.cell_run from the ranks' records, shown by mpinb.view.
+mpinb.cells.cell_run from the ranks' records, shown by mpinb.view.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The phases of a cluster's start (``MPICluster.start``): the controller, the MPI job, the
-engines registering, the ranks' check (mpinb.client.start_checks) and the engines' setup; a
+engines registering, the ranks' check (mpinb.cluster.start_checks) and the engines' setup; a
 phase that fails or does not end within ``start_timeout`` tears down what was started and
 raises with the launcher's output or the engines' words.
 """
@@ -11,9 +11,10 @@ import secrets
 import tempfile
 import time
 
+from ..cells import health
 from ..errors import ClusterError, ControllerError, LauncherError
 from ..launch.launchers import launcher_for
-from . import health, lifetime, registry, upkeep
+from . import lifetime, registry, upkeep
 from .controller import start_controller
 from .progress import StartProgress
 from .start_checks import ask_every_engine, check_ranks

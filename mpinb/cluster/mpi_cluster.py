@@ -30,15 +30,11 @@ import time
 from traitlets.config import Config
 
 from ..cell_options import CellOptions
+from ..cells import health
 from ..cluster_options import ClusterOptions
-from ..errors import (
-    ClusterBusy,
-    ClusterError,
-    ClusterLost,
-    ClusterNotRunning,
-)
+from ..errors import ClusterBusy, ClusterError, ClusterLost, ClusterNotRunning
 from ..launch.launchers import launcher_for, slurm_mode
-from . import health, lifetime, registry
+from . import lifetime, registry
 from .progress import StartProgress
 from .settled_messages import SettledMessages
 from .start_phases import run_start
@@ -47,7 +43,7 @@ from .start_phases import run_start
 class MPICluster:
     """Lifecycle of the engine cluster: ``start``, ``stop``, ``restart``, ``status``; its cells
     (``run_cell``, ``pull``), the one door to its engines (``on_engines``) and what it knows of
-    their health (mpinb.client.health).
+    their health (mpinb.cells.health).
 
     ``MPICluster(ClusterOptions(...))``, or the options' fields as keywords (``MPICluster(n=4,
     launcher="slurm")``; ``n`` may come first: ``MPICluster(4)``); each option, its default and
@@ -182,7 +178,7 @@ class MPICluster:
     @classmethod
     def attach(cls, cluster_id: str | None = None, *, force: bool = False) -> MPICluster:
         """Reconnect to a running cluster of this user on this host (started with ``keep_alive``
-        by a kernel that is gone, or held by another with ``force``): mpinb.client.attach."""
+        by a kernel that is gone, or held by another with ``force``): mpinb.cluster.attach."""
         from .attach import attach
 
         return attach(cls, cluster_id, force=force)
@@ -258,12 +254,12 @@ class MPICluster:
 
     def run_cell(self, code: str, options: CellOptions | None = None, *, stream=None, **keywords):
         """Run ``code`` on every rank (or ``ranks=...``) and return its result (a
-        :class:`~mpinb.client.result.CellResult`). The options are a
+        :class:`~mpinb.cells.result.CellResult`). The options are a
         :class:`~mpinb.cell_options.CellOptions` or its fields as keywords (``compare=True``,
         ``timeout=30``, ``show=["y"]``, ...); ``stream`` receives output and states while it runs
-        (mpinb.client.cell_run.CellRun). A ``setup=True`` cell that finished on every rank is
+        (mpinb.cells.cell_run.CellRun). A ``setup=True`` cell that finished on every rank is
         replayed after a restart."""
-        from .cell_run import CellRun
+        from ..cells.cell_run import CellRun
 
         options = CellOptions(**keywords) if options is None else options
         client = self.client
@@ -279,8 +275,8 @@ class MPICluster:
     def pull(self, name: str, max_bytes: int | None = None):
         """Every rank's ``name`` as one NumPy array in the notebook: a jax.Array sharded across
         processes assembled into the global array, per-rank arrays stacked in rank order
-        (mpinb.client.pull); at most ``max_bytes`` (default 256 MiB), else PullError."""
-        from .pull import DEFAULT_MAX_BYTES, pull
+        (mpinb.cells.pull); at most ``max_bytes`` (default 256 MiB), else PullError."""
+        from ..cells.pull import DEFAULT_MAX_BYTES, pull
 
         return pull(self, name, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes)
 
@@ -299,16 +295,16 @@ class MPICluster:
         """SIGINT the engines (the notebook's stop button). A rank in Python stops with
         KeyboardInterrupt; a rank blocked inside MPI stays blocked (see inflight), unless it waits
         in a receive and is then woken (``wake``), or in a collective's exchange that the stopped
-        ranks then join (``join``): the stop button does both (mpinb.client.freeing.after_stop)."""
+        ranks then join (``join``): the stop button does both (mpinb.cells.freeing.after_stop)."""
         health.signal_engines(self, signal.SIGINT, ranks)
 
     def can_wake(self) -> bool:
-        """Whether every engine takes back a waiting receive when woken (mpinb.engine.withdraw)."""
+        """Whether every engine takes back a waiting receive when woken (mpinb.engine.rank_release)."""
         return health.can_wake(self)
 
     def wake(self, ranks=None) -> bool:
         """Send the engines the wake signal: a rank waiting in a receive takes it back and its cell
-        fails there (mpinb.engine.withdraw). False, sending nothing, if some engine cannot be woken
+        fails there (mpinb.engine.rank_release). False, sending nothing, if some engine cannot be woken
         (its setup named no signal: the signal's default action would end it). Never right after
         another signal: Linux gives a signal sent to a process whose main thread has one pending
         to another thread, and Python's sleep then misses a SIGINT."""
@@ -319,9 +315,9 @@ class MPICluster:
 
     def at_rest(self, ranks, timeout: float = 10.0) -> bool:
         """Whether every one of the idle ``ranks`` has no call of its own under way or queued, so
-        that all of them may join an exchange (mpinb.engine.withdraw.at_rest); False if one
+        that all of them may join an exchange (mpinb.engine.rank_release.at_rest); False if one
         cannot say so within ``timeout``."""
-        from ..engine.withdraw import at_rest
+        from ..engine.rank_release import at_rest
 
         try:
             return all(self.on_engines(at_rest, ranks=ranks).get(timeout=timeout))
@@ -330,15 +326,15 @@ class MPICluster:
 
     def join(self, ranks, comm: str):
         """Have the idle ``ranks`` join the signature exchange that the others wait in on ``comm``
-        ("world" or "default"), to free them (mpinb.engine.withdraw.join); its AsyncResult."""
-        from ..engine.withdraw import join
+        ("world" or "default"), to free them (mpinb.engine.rank_release.join); its AsyncResult."""
+        from ..engine.rank_release import join
 
         return self.on_engines(join, comm, ranks=ranks)
 
     def drop_left(self, ranks):
         """Have the idle ``ranks`` drop the messages left unreceived after ranks were freed
-        (mpinb.engine.withdraw.drop_left); its AsyncResult."""
-        from ..engine.withdraw import drop_left
+        (mpinb.engine.rank_release.drop_left); its AsyncResult."""
+        from ..engine.rank_release import drop_left
 
         return self.on_engines(drop_left, ranks=ranks)
 

@@ -1,6 +1,6 @@
 """How long a cluster lives: registered with its watchdog as soon as its processes start (so that
 a kernel killed even during the start leaves nothing behind), unregistered when it is stopped.
-See mpinb.client.registry (the files) and mpinb.client.watchdog (the process that ends a
+See mpinb.cluster.registry (the files) and mpinb.cluster.watchdog (the process that ends a
 cluster whose holder is gone).
 """
 
@@ -67,11 +67,11 @@ def register(cluster, ipp_cluster) -> subprocess.Popen:
 
 
 def start_watchdog(cluster_id: str) -> subprocess.Popen:
-    """Start a watchdog for a registered cluster (mpinb.client.watchdog), its output appended to
+    """Start a watchdog for a registered cluster (mpinb.cluster.watchdog), its output appended to
     ``<id>.log``; one that finds another already watching exits at once."""
     log = open(os.path.join(registry.folder(), f"{cluster_id}.log"), "ab")  # noqa: SIM115 - the child owns it
     with log:
-        watchdog = subprocess.Popen([sys.executable, "-m", "mpinb.client.watchdog", cluster_id],
+        watchdog = subprocess.Popen([sys.executable, "-m", "mpinb.cluster.watchdog", cluster_id],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     registry.update(cluster_id, watchdog=process_entry(watchdog.pid))
     return watchdog

@@ -81,7 +81,7 @@ class CellRun:
         reported (fail fast instead of waiting for ranks blocked in a collective).
 
     KeyboardInterrupt (the notebook's stop button) interrupts the engines, frees those waiting
-    in a receive or a checked collective's exchange (mpinb.client.freeing), and reports which
+    in a receive or a checked collective's exchange (mpinb.cells.freeing), and reports which
     ranks stay blocked inside MPI.
     ClusterBusy while ranks still run an earlier cell,
     ClusterLost once the MPI job ended."""
@@ -102,7 +102,7 @@ class CellRun:
         self.t0 = 0.0
         self.timed_out = self.interrupted = False
         self.first_failure: float | None = None
-        self.dead: dict[int, dict] = {}             # rank -> its death (mpinb.client.health.dead_ranks)
+        self.dead: dict[int, dict] = {}             # rank -> its death (mpinb.cells.health.dead_ranks)
         self.taken_down: set[int] = set()          # dead ranks the MPI launcher ended after another's death
         self.last_liveness: float | None = None  # never checked yet
         self.deadlock = None                       # a proven deadlock (mpinb.analysis.deadlock.Deadlock)
@@ -140,7 +140,7 @@ class CellRun:
 
     def free_in_place(self) -> list[int]:
         """After a proven deadlock (``--deadlock restart``), free the ranks where they wait if each
-        can be (mpinb.client.freeing); the ranks freed."""
+        can be (mpinb.cells.freeing); the ranks freed."""
         if self.deadlock is None or self.options.deadlock != "restart":
             return []
         places = {r: self.cluster.where(r) for r, task in self.pending.items() if not task.ready()}
@@ -355,7 +355,7 @@ class CellRun:
                 states[r] = "finished" if rec.ok else "failed"
         running = [r for r, s in states.items() if s == "running"]
         if self.deadlock is not None and self.options.deadlock == "restart" and not self.dead:
-            notes = [Note("deadlock", {"deadlock": self.deadlock})]  # what follows frees them (mpinb.client.freeing)
+            notes = [Note("deadlock", {"deadlock": self.deadlock})]  # what follows frees them (mpinb.cells.freeing)
         else:
             notes = self._job_notes(running, inflight, where)
             if self.deadlock is not None:

@@ -2,7 +2,7 @@
 launcher's exit records, faulthandler's report), which MPI call a running rank waits in (its
 published status), and the signals it sends them (the stop button, SIGKILL on stop).
 
-Plain functions of a :class:`mpinb.client.cluster.MPICluster`, which its methods call: they
+Plain functions of a :class:`mpinb.cluster.mpi_cluster.MPICluster`, which its methods call: they
 read the cluster's ipyparallel client, cluster and engines. Never a local ``os.kill`` with a
 PID an engine reported: on a cluster that number belongs to another host.
 """

@@ -1,4 +1,4 @@
-"""A cluster's watchdog: ``python -m mpinb.client.watchdog CLUSTER_ID``, one per cluster, started
+"""A cluster's watchdog: ``python -m mpinb.cluster.watchdog CLUSTER_ID``, one per cluster, started
 beside it on the notebook's host in a session of its own (a signal to the kernel's process group
 does not reach it).
 
@@ -6,12 +6,12 @@ Exactly one watchdog watches a cluster: it holds the cluster's lock file (``<id>
 its file) locked while it runs, and a second one started for the same cluster exits at once. The
 kernel frees the lock when the watchdog ends however it ends, so a free lock says that no
 watchdog watches, and ``list``, ``attach`` and ``start`` give such a cluster a new one
-(mpinb.client.upkeep).
+(mpinb.cluster.upkeep).
 
-Once a second it reads the cluster's file (mpinb.client.registry). While the cluster's holder
+Once a second it reads the cluster's file (mpinb.cluster.registry). While the cluster's holder
 (the kernel or script that started it, or last attached) runs, nothing happens. When the holder
 is gone (SIGKILL, the OOM killer, a culler, a crash; a zombie that its parent has not reaped
-counts as gone, and so does a process that took its PID: mpinb.client.identity) the watchdog
+counts as gone, and so does a process that took its PID: mpinb.cluster.identity) the watchdog
 ends the cluster at once, or,
 for a cluster kept alive on purpose (``keep_alive`` seconds), after that long without a holder
 (a new kernel's ``attach`` makes itself the holder). A cluster stopped by its holder removes its
@@ -45,7 +45,7 @@ POLL = 1.0  # seconds between looks at the holder
 
 
 def same_process(entry: dict) -> psutil.Process | None:
-    """The process an entry of the cluster file names, if it still runs (mpinb.client.identity)."""
+    """The process an entry of the cluster file names, if it still runs (mpinb.cluster.identity)."""
     return identity.process(entry)
 
 
@@ -140,7 +140,7 @@ def watch(cluster_id: str, poll: float = POLL) -> str:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) != 1:
-        print("usage: python -m mpinb.client.watchdog CLUSTER_ID", file=sys.stderr)
+        print("usage: python -m mpinb.cluster.watchdog CLUSTER_ID", file=sys.stderr)
         return 2
     outcome = watch(argv[0])
     print(f"mpinb watchdog: cluster {argv[0]} {outcome}", file=sys.stderr)

@@ -1,11 +1,11 @@
 """This user's clusters on this host, one file each: what a new kernel needs to find, attach to
-or end a cluster, and what the cluster's watchdog (mpinb.client.watchdog) needs to end it when
+or end a cluster, and what the cluster's watchdog (mpinb.cluster.watchdog) needs to end it when
 no kernel holds it any more.
 
 The files live in ``<Jupyter runtime dir>/mpinb-clusters/<cluster id>.json`` (the folder mode
 0700, each file 0600: they name the cluster's processes and its connection files, which carry
 its key). A cluster's *holder* is the process (a kernel, a script) that started or last attached
-to it, named by PID, start time and boot (mpinb.client.identity) so that a reused PID, a zombie
+to it, named by PID, start time and boot (mpinb.cluster.identity) so that a reused PID, a zombie
 or a process of an earlier boot is not taken for it.
 """
 
@@ -41,12 +41,12 @@ def me() -> dict:
 
 def alive(holder: dict | None) -> bool:
     """Whether the holder process still runs: the same process (PID, start time, boot), not a
-    zombie (mpinb.client.identity)."""
+    zombie (mpinb.cluster.identity)."""
     return identity.running(holder)
 
 
 def lock_path(cluster_id: str) -> str:
-    """The file its watchdog holds locked while it watches (mpinb.client.watchdog)."""
+    """The file its watchdog holds locked while it watches (mpinb.cluster.watchdog)."""
     return os.path.join(folder(), f"{cluster_id}.lock")
 
 
