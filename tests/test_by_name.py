@@ -59,7 +59,7 @@ class View:
 
 def door(ids=(0, 1)) -> tuple[MPICluster, Engines]:
     cluster, engines = MPICluster(n=len(ids)), Engines(ids)
-    cluster.client, cluster.view = engines, engines[list(ids)]
+    cluster.client, cluster.every_engine = engines, engines[list(ids)]
     return cluster, engines
 
 

@@ -82,7 +82,7 @@ def test_a_port_taken_before_the_controller_listens_gets_a_new_controller(monkey
 
     monkeypatch.setattr(controller, "_stop", stop_then_free)
     with _cluster_with_ports(pool) as cluster:
-        assert [r["rank"] for r in cluster.view.apply(report)] == [0, 1]
+        assert [r["rank"] for r in cluster.every_engine.apply(report)] == [0, 1]
         assert stopped == [cluster.cluster_id]
         assert _controllers_of(cluster.cluster_id)  # what the tests below count as left running
 
@@ -110,7 +110,7 @@ def test_a_port_held_by_a_connection_s_own_end_gets_a_new_controller(monkeypatch
     monkeypatch.setattr(controller, "GRACE", 5.0)
     try:
         with _cluster_with_ports(pool) as cluster:
-            assert [r["rank"] for r in cluster.view.apply(report)] == [0, 1]
+            assert [r["rank"] for r in cluster.every_engine.apply(report)] == [0, 1]
             assert stopped == [cluster.cluster_id]
     finally:
         listener.close()

@@ -406,7 +406,7 @@ def test_each_rank_s_part_is_kept_even_once_ipyparallel_purged_its_caches(ip):
     from mpinb.cells.rank_task import per_rank
 
     cluster = cluster_of(ip)
-    sent = cluster.rank_view([0, 1]).apply_async(divmod, 7, 2)
+    sent = cluster.engines_of([0, 1]).apply_async(divmod, 7, 2)
     sent.wait(60)
     sent.wait_for_output(10)
     assert cluster.client.metadata[sent.msg_ids[0]].get("engine_id") is None  # purged: a lookup finds nothing
@@ -424,16 +424,16 @@ def test_each_rank_s_part_answers_as_ipyparallel_s_own_result_would(ip):
     from mpinb.cells.rank_task import per_rank
 
     cluster = cluster_of(ip)
-    for task in per_rank(cluster.rank_view([0, 1]).apply_async(divmod, 7, 0)):
+    for task in per_rank(cluster.engines_of([0, 1]).apply_async(divmod, 7, 0)):
         with pytest.raises(RemoteError) as raised:
             task.get(60)
         assert raised.value.ename == "ZeroDivisionError"
-    (sleeping,) = per_rank(cluster.rank_view([1]).apply_async(time.sleep, 1.5))
+    (sleeping,) = per_rank(cluster.engines_of([1]).apply_async(time.sleep, 1.5))
     assert not sleeping.ready() and not sleeping.wait(0.1)
     with pytest.raises(NotYet):
         sleeping.get(0)
     assert sleeping.get(60) is None and sleeping.ready()
-    (printing,) = per_rank(cluster.rank_view([1]).apply_async(print, "said", flush=True))
+    (printing,) = per_rank(cluster.engines_of([1]).apply_async(print, "said", flush=True))
     assert printing.get(60) is None and printing.wait_for_output(10) and printing.stdout == "said\n"
 
 

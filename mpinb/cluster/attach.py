@@ -61,8 +61,8 @@ def attach(cluster_class, cluster_id: str | None = None, *, force: bool = False,
         client.close()
         raise ClusterError(cause="engines_died", cluster_id=record["id"], answering=len(client.ids), n=cluster.n,
                            records=[seen(record)]) from exc
-    cluster.client, cluster.view = client, client[:]
-    cluster.view.block = True
+    cluster.client, cluster.every_engine = client, client[:]
+    cluster.every_engine.block = True
     cluster.engines = record.get("engines", [])
     cluster.setup_cells = list(record.get("setup_cells", []))
     cluster.started_at = record.get("started_at")

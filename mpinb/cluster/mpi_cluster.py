@@ -61,7 +61,7 @@ class MPICluster:
         self.slurm_mode = slurm_mode() if self.launcher == "slurm" else None
         self._cluster = None
         self.client = None
-        self.view = None
+        self.every_engine = None          # an ipyparallel DirectView of every engine (on_engines uses it)
         self.engines: list[dict] = []
         self.preflight: list[dict] = []   # each rank's account of itself at start (engine/self_account.py)
         self.notes: list[dict] = []       # what the start found worth saying (more ranks than cores)
@@ -71,7 +71,7 @@ class MPICluster:
         self.setup_cells: list[str] = []
         self.outstanding: dict = {}       # rank -> RankTask of a cell that has not finished
         self._watched: dict = {}          # rank -> RankTask of the cell being run (its status)
-        self._views: dict = {}            # ranks -> DirectView of them (made once per client)
+        self._direct_views: dict = {}            # ranks -> DirectView of them (made once per client)
         self._settled = SettledMessages()  # ipyparallel's records of earlier cells' messages, forgotten
         self.lost: dict | None = None     # why the MPI job is gone, once it is: a rank and its death
         self._own_cluster_id = False      # the id was made here (a restart makes a new one)
@@ -155,7 +155,7 @@ class MPICluster:
             with contextlib.suppress(Exception):  # best effort on the way down
                 self.client.close()
         self.client = None
-        self.view = None
+        self.every_engine = None          # an ipyparallel DirectView of every engine (on_engines uses it)
         if cluster is not None:
             with contextlib.suppress(Exception):  # the processes were killed above; this only cleans up
                 cluster.stop_cluster_sync()
@@ -173,7 +173,7 @@ class MPICluster:
         if self.client is not None:
             with contextlib.suppress(Exception):  # best effort
                 self.client.close()
-        self._cluster, self.client, self.view, self.engines, self.outstanding = None, None, None, [], {}
+        self._cluster, self.client, self.every_engine, self.engines, self.outstanding = None, None, None, [], {}
 
     @classmethod
     def attach(cls, cluster_id: str | None = None, *, force: bool = False) -> MPICluster:
@@ -209,14 +209,14 @@ class MPICluster:
             raise ClusterBusy(cause="busy", busy=sorted(busy), inflight={r: self.inflight(r) for r in busy},
                               where={r: self.where(r) for r in busy}, replayed=len(self.setup_cells))
 
-    def rank_view(self, ranks) -> object:
+    def engines_of(self, ranks) -> object:
         """An ipyparallel DirectView of ``ranks`` (engine ids are the MPI ranks), made once per
         client and set of ranks: making one costs about as much as sending a cell."""
         key = tuple(ranks)
-        view = self._views.get(key)
-        if view is None or view.client is not self.client:
-            view = self._views[key] = self.client[list(key)]
-        return view
+        engines = self._direct_views.get(key)
+        if engines is None or engines.client is not self.client:
+            engines = self._direct_views[key] = self.client[list(key)]
+        return engines
 
     def on_engines(self, function, *args, ranks=None):
         """Send ``function(*args)`` to the engines of ``ranks`` and return ipyparallel's
@@ -233,11 +233,11 @@ class MPICluster:
             raise TypeError(f"on_engines: {function!r} is not one of the functions run on engines "
                             "(mpinb.engine.entry_points.ENTRY_POINTS)")
         if ranks is None:
-            engines = self.view
+            engines = self.every_engine
         elif isinstance(ranks, int):
             engines = self.client[ranks]
         else:
-            engines = self.rank_view(sorted(ranks))
+            engines = self.engines_of(sorted(ranks))
         return engines.apply_async(ByName(function), *args)
 
     def begin_cell(self) -> None:
@@ -266,7 +266,7 @@ class MPICluster:
         mark = self._settled.begin(client) if client is not None else 0
         result = CellRun(self, code, options, stream=stream).run()
         if client is not None and client is self.client:  # after a restart the old client is gone
-            self._settled.end(client, [v for v in self._views.values() if v.client is client], mark)
+            self._settled.end(client, [v for v in self._direct_views.values() if v.client is client], mark)
         if options.setup and code not in self.setup_cells and result.ok:
             self.setup_cells.append(code)
             registry.update(self.cluster_id, setup_cells=self.setup_cells)

@@ -68,8 +68,8 @@ def run_start(cluster, t0: float, progress: StartProgress) -> None:
         raise ClusterError(cause="engines_not_up", n=cluster.n, waited=cluster.start_timeout, problem=str(exc),
                            output=output, **getattr(exc, "facts", {})) from exc
     cluster._protect_connection_files()
-    cluster.view = cluster.client[:]
-    cluster.view.block = True
+    cluster.every_engine = cluster.client[:]
+    cluster.every_engine.block = True
     progress.phase("checking")
     try:
         cluster.preflight, cluster.notes = check_ranks(cluster)
