@@ -308,3 +308,29 @@ def test_the_local_launcher_s_command_for_each_mpi(machine, monkeypatch):
         assert c.MPILauncher.mpi_cmd[-1] == want
         assert c.MPILauncher.mpi_args[:len(extra)] == extra
         assert ("oob_tcp_if_include" in c.MPILauncher.mpi_args) == ("v4." in version), c.MPILauncher.mpi_args
+
+
+def test_a_local_job_s_ranks_wait_without_keeping_their_core(machine, monkeypatch):
+    """Open MPI and Intel MPI spin in their waits unless told (mpi_impl.shared_core_env); MPICH yields
+    already; a value the user set is kept."""
+    from mpinb.launch import mpi_impl
+
+    root, _ = machine
+    monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    monkeypatch.setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    for version, lib, want in (
+            ("MPICH Version: 5.0.2", "venv/lib/libmpi.so.12", {}),
+            ("Intel(R) MPI Library 2021.18 for Linux* OS", "venv/lib/libmpi.so.12", {"I_MPI_WAIT_MODE": "1"}),
+            ("Open MPI v4.1.4", "usr/lib/x86_64-linux-gnu/libmpi.so.40", {"OMPI_MCA_mpi_yield_when_idle": "1"}),
+            ("Open MPI v5.0.11", "usr/lib/x86_64-linux-gnu/libmpi.so.40", {"OMPI_MCA_mpi_yield_when_idle": "1"})):
+        loaded = mpi_impl.LoadedMPI(version, str(root / lib))
+        monkeypatch.setattr("mpinb.launch.launchers.loaded_mpi", lambda env=None, loaded=loaded: loaded)
+        env = MPICluster(n=2, progress=False).config().MPIEngineSetLauncher.environment
+        names = ("I_MPI_WAIT_MODE", "OMPI_MCA_mpi_yield_when_idle")
+        assert {k: env[k] for k in names if k in env} == want, version
+        for name in want:  # the user's own choice stands: in the cluster's engine_env, or in the environment
+            given = MPICluster(n=2, progress=False, engine_env={name: "0"}).config().MPIEngineSetLauncher.environment
+            assert given[name] == "0"
+            monkeypatch.setenv(name, "0")
+            assert name not in MPICluster(n=2, progress=False).config().MPIEngineSetLauncher.environment
+            monkeypatch.delenv(name)

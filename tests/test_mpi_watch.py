@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from mpinb.engine import mpi4py_waits
-from mpinb.launch.mpi_impl import find_launcher, loaded_mpi
+from mpinb.launch.mpi_impl import find_launcher, loaded_mpi, shared_core_env
 
 PRELUDE = """
 import json, threading, time
@@ -145,7 +145,8 @@ else:
 
 
 def run(script: str, ranks: int = 1, **env) -> list[dict]:
-    environment = {**os.environ, mpi4py_waits.LIBMPI_ENV: loaded_mpi().path, **env}
+    mpi = loaded_mpi()  # the ranks wait as a local cluster's do (mpi_impl.shared_core_env)
+    environment = {**os.environ, **shared_core_env(mpi, os.environ), mpi4py_waits.LIBMPI_ENV: mpi.path, **env}
     command = [sys.executable, "-c", script]
     if ranks > 1:
         command = [find_launcher(loaded_mpi(), local=True), "-n", str(ranks), *command]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mpinb.launch.mpi_impl import find_launcher, loaded_mpi
+from mpinb.launch.mpi_impl import find_launcher, loaded_mpi, shared_core_env
 
 HERE = Path(__file__).resolve().parent
 TIMEOUT = int(os.environ.get("MPINB_RANKS_TIMEOUT", "600"))
@@ -20,9 +20,17 @@ TIMEOUT = int(os.environ.get("MPINB_RANKS_TIMEOUT", "600"))
 
 def mpiexec(nranks: int) -> list[str]:
     """The MPI's launcher, allowed to put more ranks than cores on this host (Open MPI refuses
-    unless told; MPICH does it anyway)."""
+    unless told; MPICH does it anyway). Its ranks get what a cluster's ranks on this host get
+    (``environment``)."""
     mpi = loaded_mpi()
     return [find_launcher(mpi), "-n", str(nranks), *mpi.implementation.oversubscribe]
+
+
+def environment() -> dict:
+    """This process's environment, with what a local cluster's ranks get so that a rank waiting in
+    MPI gives its core away (Open MPI, Intel MPI: mpi_impl.shared_core_env): with the machine
+    busy, ranks that spin take a time slice per message."""
+    return {**os.environ, **shared_core_env(loaded_mpi(), os.environ)}
 
 
 @pytest.mark.parametrize("nranks", [2, 4])
@@ -39,7 +47,7 @@ def test_collective_suite_on_ranks(nranks, tmp_path):
         # collective suite runs here too): an Open MPI singleton's variables would make the new
         # mpiexec join this process's runtime instead of starting ranks
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=HERE.parent,
-                              env=dict(os.environ))
+                              env=environment())
         code, tail = proc.returncode, proc.stdout[-2000:] + proc.stderr[-2000:]
     except subprocess.TimeoutExpired:
         code, tail = "timeout", f"no result after {TIMEOUT} s (a rank is blocked in a collective)"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mpinb.engine import mpi4py_waits
-from mpinb.launch.mpi_impl import find_launcher, loaded_mpi
+from mpinb.launch.mpi_impl import find_launcher, loaded_mpi, shared_core_env
 
 SCRIPT = Path(__file__).resolve().parent / "support" / "shared_core.py"
 #: how many times raw mpi4py's round trip an mpinb wait may take on a shared core (one that
@@ -30,7 +30,7 @@ def test_waits_give_a_shared_core_away(setup):
     command = [find_launcher(mpi), "-n", "2", *mpi.implementation.oversubscribe, sys.executable, str(SCRIPT)]
     if setup == "engine":
         command.append("engine")
-    env = {**os.environ, mpi4py_waits.LIBMPI_ENV: mpi.path}
+    env = {**os.environ, **shared_core_env(mpi, os.environ), mpi4py_waits.LIBMPI_ENV: mpi.path}  # as a local cluster's
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     means = json.loads(proc.stdout.strip().splitlines()[-1])

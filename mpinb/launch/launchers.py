@@ -43,7 +43,7 @@ from typing import ClassVar
 from traitlets.config import Config
 
 from ..errors import LauncherError
-from .mpi_impl import LIBMPI_ENV, check_launcher_matches, check_root, find_launcher, loaded_mpi
+from .mpi_impl import LIBMPI_ENV, check_launcher_matches, check_root, find_launcher, loaded_mpi, shared_core_env
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 #: srun options every mpinb job step gets (see the module docstring)
@@ -156,6 +156,8 @@ class LocalLauncher(Launcher):
         impl = mpi.implementation
         args = [*(impl.oversubscribe + impl.default_args + impl.local_args if impl else ()), *self.cluster.mpi_args]
         env.update(dict(impl.local_env) if impl else {})
+        # ranks on this host share its cores: a rank waiting in MPI gives its core away
+        env.update(shared_core_env(mpi, _engines_env(self.cluster, env)))
         check_root(mpi, args, _engines_env(self.cluster, env))
         # stdbuf: gforker forwards the ranks' output through block-buffered stdio, so an
         # exit record (mpinb.wire.status) would only arrive when the whole job ends
