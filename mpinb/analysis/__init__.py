@@ -1,2 +1,7 @@
-"""What the notebook concludes from the ranks' records: layout findings in compiled HLO,
-jit-vs-eager comparisons, ranks grouped by equal output, the collectives' timeline. Pure."""
+"""A library of pure functions over what crossed the wire, used by every side that needs a
+conclusion: layout findings in compiled HLO (the engine reads its own HLO with them), the
+deadlock proof and the divergence of what ranks ran (the cells, while and after a cell runs),
+the ranks' accounts of themselves compared (the cluster's start), jit-vs-eager comparisons,
+ranks grouped by equal output and the collectives' timeline (the view). It imports no IPython,
+no widgets and nothing of mpinb but the op table, so it tests without a kernel; it returns
+facts, and mpinb.view words them."""
