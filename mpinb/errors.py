@@ -23,9 +23,9 @@ An error carries facts, not sentences: ``PullError(cause="shapes_differ", name="
 shapes=[(2,), (3,)])`` keeps each keyword as an attribute (and all of them in ``.facts``), and
 code branches on its class and ``cause``. The words a user reads are written in
 mpinb.view.error_words, which hands its wording function to :func:`give_voice` when it is
-imported; ``mpinb.cluster`` and ``mpinb.cells`` (where every cluster and cell comes from) import
-it, so ``str(error)`` reads as a sentence from the magic and from plain Python alike. This module imports nothing of
-the view (nor of the analysis): without a voice, or where its words do not fit the facts,
+imported; ``MPICluster``'s module, attach and a cell's run import it, so ``str(error)`` reads
+as a sentence from the magic and from plain Python alike. This module imports nothing of the
+view (nor of the analysis): without a voice, or where its words do not fit the facts,
 ``str(error)`` lists the facts and never raises. An error raised with a text
 (``EngineSetupError("...")`` from an engine, which has no voice) keeps that text.
 """

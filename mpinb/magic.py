@@ -134,7 +134,7 @@ COMMANDS = {
     "status": Command(help="show the cluster's state"),
     "hlo": Command(help="per rank, the compiled HLO of a jitted call, layouts highlighted", arguments=_hlo_arguments),
     "pull": Command(help="a variable of every rank as one NumPy array in the notebook", arguments=_pull_arguments),
-    "timeout": Command(help="default --timeout of %%mpijax cells", arguments=_timeout_arguments),
+    "timeout": Command(help="default --timeout of %%%%mpijax cells", arguments=_timeout_arguments),
 }
 
 

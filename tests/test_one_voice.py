@@ -159,9 +159,9 @@ def test_errors_import_neither_the_view_nor_the_analysis():
 
 
 def test_the_cluster_gives_the_errors_their_voice():
-    """Whoever uses a cluster, from the magic or plain Python, imports mpinb.cluster: its errors read
+    """Whoever uses a cluster, from the magic or plain Python, imports mpinb.cluster.mpi_cluster: its errors read
     as sentences there (mpinb.view.error_words), and list their facts elsewhere."""
-    import mpinb.cluster  # noqa: F401
+    import mpinb.cluster.mpi_cluster  # noqa: F401
     from mpinb import errors
     from mpinb.view.error_words import error_words, lost_words
 

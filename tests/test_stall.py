@@ -11,7 +11,7 @@ import pytest
 
 from mpinb.engine import hlo_capture, settle, stall
 from mpinb.engine.state import STATE
-from mpinb.wire.cells import cell_filename
+from mpinb.wire.cell_names import cell_filename
 
 
 def run_as_cell(number: int, label: str, code: str, ns: dict) -> None:

@@ -1,4 +1,4 @@
-"""The engine/notebook protocol (mpinb/status.py) read and written as the two sides do."""
+"""The engine/notebook protocol (mpinb/wire/status.py) read and written as the two sides do."""
 
 import subprocess
 import sys

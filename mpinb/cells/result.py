@@ -37,7 +37,7 @@ class CellResult:
     compare: bool = False
     notes: list[Note] = dataclasses.field(default_factory=list)
     inflight: dict[int, dict | None] = dataclasses.field(default_factory=dict)
-    dead: dict[int, str] = dataclasses.field(default_factory=dict)
+    dead: dict[int, dict] = dataclasses.field(default_factory=dict)
     faults: dict[int, str] = dataclasses.field(default_factory=dict)
     interrupted: bool = False
     #: where each rank still running is (mpinb.engine.stall): its cell line, a jitted call

@@ -4,7 +4,6 @@ name it, the watchdog that ends it when its holder is gone, attaching to it, and
 ``MPICluster`` (mpi_cluster.py) is the door: it runs cells through mpinb.cells and sends
 whatever runs on an engine through its one method, ``on_engines``.
 
-Its errors carry facts; importing it gives them their words (mpinb.view.error_words), so that
-``str(error)`` is a sentence wherever a cluster is used."""
-
-from ..view import error_words as _error_words  # noqa: F401 - gives mpinb.errors its voice
+Its errors carry facts; mpi_cluster.py gives them their words (mpinb.view.error_words), so that
+``str(error)`` is a sentence wherever a cluster is used, while the watchdog, which says nothing to
+a user, loads none of the view."""

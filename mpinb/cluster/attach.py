@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from ..errors import ClusterError, ClusterHeld
+from ..view import error_words as _error_words  # noqa: F401 - gives mpinb.errors its voice
 from . import registry, upkeep
 
 

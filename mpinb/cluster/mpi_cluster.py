@@ -34,6 +34,7 @@ from ..cells import health
 from ..cluster_options import ClusterOptions
 from ..errors import ClusterBusy, ClusterError, ClusterLost, ClusterNotRunning
 from ..launch.launchers import launcher_for, slurm_mode
+from ..view import error_words as _error_words  # noqa: F401 - gives mpinb.errors its voice
 from . import lifetime, registry
 from .progress import StartProgress
 from .settled_messages import SettledMessages
@@ -71,7 +72,7 @@ class MPICluster:
         self.setup_cells: list[str] = []
         self.outstanding: dict = {}       # rank -> RankTask of a cell that has not finished
         self._watched: dict = {}          # rank -> RankTask of the cell being run (its status)
-        self._direct_views: dict = {}            # ranks -> DirectView of them (made once per client)
+        self._direct_views: dict = {}     # ranks -> DirectView of them (made once per client)
         self._settled = SettledMessages()  # ipyparallel's records of earlier cells' messages, forgotten
         self.lost: dict | None = None     # why the MPI job is gone, once it is: a rank and its death
         self._own_cluster_id = False      # the id was made here (a restart makes a new one)
@@ -155,7 +156,7 @@ class MPICluster:
             with contextlib.suppress(Exception):  # best effort on the way down
                 self.client.close()
         self.client = None
-        self.every_engine = None          # an ipyparallel DirectView of every engine (on_engines uses it)
+        self.every_engine = None
         if cluster is not None:
             with contextlib.suppress(Exception):  # the processes were killed above; this only cleans up
                 cluster.stop_cluster_sync()

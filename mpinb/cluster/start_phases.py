@@ -65,8 +65,9 @@ def run_start(cluster, t0: float, progress: StartProgress) -> None:
     except Exception as exc:
         output = health.launcher_output(cluster)[-2000:] + launcher_for(cluster).queue_state()
         cluster._teardown()
+        missing = exc.facts if isinstance(exc, EnginesMissing) else {}  # how many came, the launcher's end
         raise ClusterError(cause="engines_not_up", n=cluster.n, waited=cluster.start_timeout, problem=str(exc),
-                           output=output, **getattr(exc, "facts", {})) from exc
+                           output=output, **missing) from exc
     cluster._protect_connection_files()
     cluster.every_engine = cluster.client[:]
     cluster.every_engine.block = True

@@ -1,5 +1,5 @@
 """Running one ``%%mpijax`` cell on this engine (engine side): the code executed in the engine's
-interactive namespace under the cell's file name (mpinb.wire.cells), with ``--compare``'s eager
+interactive namespace under the cell's file name (mpinb.wire.cell_names), with ``--compare``'s eager
 pass first (mpinb.engine.passes), ending once the work it queued for XLA has run
 (mpinb.engine.settle); the record returned (mpinb.wire.records): value and
 ``--show`` summaries, error with an IPython-style traceback (mpinb.engine.tracebacks), elapsed
@@ -18,7 +18,7 @@ import time
 from ..cell_options import CellOptions
 from ..errors import QueuedCallFreed
 from ..wire import values
-from ..wire.cells import cell_filename
+from ..wire.cell_names import cell_filename
 from ..wire.records import RankRecord
 from . import cell_sources, hlo_capture, passes, rank_release, settle, traces
 from .code import error_info, execute_code, namespace

@@ -18,7 +18,7 @@ import time
 
 from ..analysis import hlo
 from ..analysis.hlo_text import parse_module
-from ..wire import cells
+from ..wire import cell_names
 from .code import namespace
 from .settle import FENCE_MODULE
 from .state import STATE
@@ -99,7 +99,7 @@ def forget_hlo_modules() -> None:
 
 def name_cells(hlo_text: str) -> str:
     """Source locations in compiled HLO name cells as the notebook does (``Cell In[5]``)."""
-    return cells.name_cells(hlo_text, STATE.cell_labels)
+    return cell_names.name_cells(hlo_text, STATE.cell_labels)
 
 
 def compiled_hlo(expr: str) -> list[tuple[str, str]]:

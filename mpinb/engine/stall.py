@@ -19,7 +19,7 @@ import sys
 import sysconfig
 import threading
 
-from ..wire.cells import is_cell_file
+from ..wire.cell_names import is_cell_file
 from .hlo_capture import collectives_of
 from .state import STATE
 

@@ -12,10 +12,17 @@ magic's confirmations (magic_words), a divergence (divergence_words), --compare'
     display(view.CellView(result, options))               # what %%mpijax displays
 """
 
-from .html import render_html
-from .live import LiveOutput
-from .text import render_text
-from .widgets import CellView, mimebundle
-from .words import live_words
+#: the package's names, each imported from its module on first use: a watchdog or ``mpinb list``
+#: that needs only the errors' words (error_words) does not load the renderers and NumPy
+_WHERE = {"CellView": "widgets", "LiveOutput": "live", "live_words": "words", "mimebundle": "widgets",
+          "render_html": "html", "render_text": "text"}
 
-__all__ = ["CellView", "LiveOutput", "live_words", "mimebundle", "render_html", "render_text"]
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'mpinb.view' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
