@@ -25,8 +25,9 @@ def result():
                       error=ErrorInfo("ValueError", "boom", "Traceback...\nValueError: boom")),
         2: None,
     }
-    w = [hlo.HloWarning("unconstrained", 0, "jit_f", "cc.1", "custom call x has no operand layout constraints"),
-         hlo.HloWarning("divergent", None, "jit_g", "collective #1", "rank 0 compiled a but rank 2 compiled b")]
+    w = [hlo.HloWarning("unconstrained", 0, "jit_f", "cc.1", hlo.Unconstrained("x")),
+         hlo.HloWarning("divergent", None, "jit_g", "collective #1",
+                        hlo.CompiledApart("jit_g", 1, 0, 2, "a", "b", None, None, 1, 1))]
     return CellResult("code", [0, 1, 2], recs, {0: "hi\n", 1: "", 2: "partial\n"}, {0: "", 1: "oops\n", 2: ""},
                       {0: "finished", 1: "failed", 2: "running"}, 1.5, w, True, True)
 
@@ -51,6 +52,10 @@ def test_by_rank_text_has_one_block_per_rank():
     assert "error [divergent] across ranks" in shared and "rank 0 compiled a but rank 2 compiled b" in shared
 
 
+#: a copy of 64 B that feeds mpinb's alltoall
+COPY_FEEDS = hlo.Relayout("copy", "copy.1", "mpinb_alltoall", "cc.1", True, "f32[4,4]{0,1}", 64)
+
+
 def four_ranks(lines_per_rank: int = 1):
     """Ranks 0-2 print and compute the same; rank 3 differs. A relayout on every rank, in two
     nested modules of one jitted call."""
@@ -58,8 +63,8 @@ def four_ranks(lines_per_rank: int = 1):
     recs = {r: RankRecord(rank=r, ok=True, elapsed=0.01 + r / 1000,
                           result=same if r < 3 else values.summarize(np.ones(3))) for r in range(4)}
     text = "".join(f"line {i}\n" for i in range(lines_per_rank))
-    w = [hlo.HloWarning("relayout", r, module, "copy.1", "copy %copy.1 materialises f32[4,4]{0,1} (64 B)",
-                        "cell.py:3") for r in range(4) for module in ("jit_step", "jit_step.inner")]
+    w = [hlo.HloWarning("relayout", r, module, "copy.1", COPY_FEEDS, "cell.py:3")
+         for r in range(4) for module in ("jit_step", "jit_step.inner")]
     return CellResult("code", [0, 1, 2, 3], recs, dict.fromkeys(range(4), text), dict.fromkeys(range(4), ""),
                       dict.fromkeys(range(4), "finished"), 0.5, w)
 
@@ -345,8 +350,8 @@ def test_a_small_copy_is_one_line_with_its_detail_one_click_away():
     the HTML view folds the whole finding into a <details> under that line. A large one, or a
     warning, keeps its paragraph."""
     res = four_ranks()
-    small = hlo.HloWarning("relayout", 0, "jit_f", "copy.2", "copy %copy.2 materialises f32[4,8]{0,1} (128 B)",
-                           "Cell In[4]:3", 128)
+    facts = hlo.Relayout("copy", "copy.2", "mpinb_alltoall", "cc.1", True, "f32[4,8]{0,1}", 128)
+    small = hlo.HloWarning("relayout", 0, "jit_f", "copy.2", facts, "Cell In[4]:3", 128)
     large = dataclasses.replace(small, instruction="copy.3", nbytes=hlo.SMALL_COPY_BYTES)
     res.warnings = [small, large]
     lines = [ln for ln in view.render_text(res).splitlines() if "[relayout]" in ln]

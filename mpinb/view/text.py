@@ -17,6 +17,7 @@ from ..wire.values import describe
 from . import images
 from .blocks import picture
 from .hint_words import hint_words
+from .hlo_words import finding_brief
 from .note_words import notes_of
 from .words import (
     RESULT_NAME,
@@ -103,7 +104,7 @@ def findings(result, by_rank: bool = False) -> list[tuple]:
         if by_rank and ranks != [None]:
             continue
         if w.small:
-            key = (w.kind, w.brief(), tuple(ranks))
+            key = (w.kind, finding_brief(w), tuple(ranks))
             if key in one_line:
                 one_line[key][2] += 1
                 continue

@@ -12,6 +12,7 @@ from ..analysis.grouping import label
 from ..analysis.hlo_text import human_bytes
 from ..wire.status import finishing_queued_work, in_jitted_collective
 from . import links
+from .hlo_words import finding_brief, finding_plain
 
 
 def describe_inflight(info: dict | None, where: dict | None = None) -> str:
@@ -165,7 +166,7 @@ def finding_text(w, ranks, link: bool = True, brief: bool | None = None, count: 
     who = "across ranks" if ranks == [None] else label(r for r in ranks if r is not None)
     brief = w.small if brief is None else brief
     times = f" ({count} copies)" if count > 1 else ""
-    text = w.brief() + times if brief else w.plain()
+    text = finding_brief(w) + times if brief else finding_plain(w)
     if link and not brief:
         text += " " + links.words(hlo.KINDS[w.kind].reference)
     return f"{w.severity} [{w.kind}] {who}: {text}"
