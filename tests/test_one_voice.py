@@ -42,8 +42,6 @@ EXEMPT = {
     ("engine/execute.py", "a call that this"): "left: QueuedCallFreed's text, in the rank's error record",
     ("engine/jax_processes.py", "--jax-distributed: rank 0's host name {} does"): "left: an engine's setup error",
     ("engine/jax_processes.py", "--jax-distributed: rank 0's host name {} resolves"): "left: an engine's setup error",
-    ("engine/passes.py", "the jitted run printed"): "left: a Comparison's detail (analysis.compare words it too)",
-    ("engine/passes.py", "the two runs printed"): "left: a Comparison's detail (analysis.compare words it too)",
     ("engine/self_account.py", "does not load:"): "left: the library's state, compared as text by analysis",
     ("engine/self_account.py", "built for {}, but"): "left: the library's state, compared as text by analysis",
     ("engine/tracebacks.py", "Cell {}, line {}{}"): TRACEBACK,

@@ -16,6 +16,7 @@ from ..cell_options import ViewOptions
 from ..wire.values import describe
 from . import images
 from .blocks import picture
+from .compare_words import comparison_line
 from .hint_words import hint_words
 from .hlo_words import finding_brief
 from .note_words import notes_of
@@ -88,7 +89,7 @@ def rank_sections(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=No
                      if summary.get("blocks")]
         sections += [("error", [f"error: {rec.error}", _indent(rec.error.traceback)] if rec.error else []),
                      ("eager", [f"eager run failed: {rec.eager_error}"] if rec.eager_error else [])]
-        sections += [(f"compare {c.name}", [f"compare: {c}"]) for c in rec.comparisons]
+        sections += [(f"compare {c.name}", [f"compare: {comparison_line(c)}"]) for c in rec.comparisons]
         sections.append(("hints", [f"hint: {hint_words(h)}" for h in rec.hints]))
         sections.append(("pictures", images.lines(result, rank, scales), images.key(result, rank)))
     return [(name, tuple(line for line in lines if line), *key) for name, lines, *key in sections]

@@ -7,11 +7,11 @@ from __future__ import annotations
 import signal
 
 from ..analysis import hlo
-from ..analysis.compare import summary as comparison_words
 from ..analysis.grouping import label
 from ..analysis.hlo_text import human_bytes
 from ..wire.status import finishing_queued_work, in_jitted_collective
 from . import links
+from .compare_words import comparisons_summary
 from .hlo_words import finding_brief, finding_plain
 
 
@@ -179,7 +179,7 @@ def comparison_summary(result) -> str:
     if any(rec and rec.eager_error for rec in result.records.values()):
         return "eager run failed"
     per_rank = {r: rec.comparisons for r, rec in result.records.items() if rec}
-    return comparison_words(per_rank) or "nothing to compare"
+    return comparisons_summary(per_rank) or "nothing to compare"
 
 
 def summary_line(result, max_lines: int | None = None) -> str:
