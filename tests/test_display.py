@@ -8,10 +8,11 @@ import pytest
 
 from mpinb import view
 from mpinb.analysis import compare as cmp
-from mpinb.analysis import hlo, timeline
+from mpinb.analysis import hlo
 from mpinb.cell_options import ViewOptions, parse_ranks
 from mpinb.cells.result import CellResult, Note
 from mpinb.view import images, timeline_svg
+from mpinb.view.timeline_words import timeline_summary
 from mpinb.wire import values
 from mpinb.wire.records import ErrorInfo, RankRecord
 
@@ -237,9 +238,9 @@ def test_timeline_shows_who_waited_for_whom():
     recs = {r: RankRecord(rank=r, ok=True, elapsed=1.5, timeline=evs) for r, evs in lines.items()}
     res = CellResult("c", [0, 1, 2], recs, dict.fromkeys(lines, ""), dict.fromkeys(lines, ""),
                      dict.fromkeys(lines, "finished"), 1.6)
-    assert timeline.summary(res) == ("timeline: 1-2 mpinb calls per rank; longest wait: allreduce #1: "
+    assert timeline_summary(res) == ("timeline: 1-2 mpinb calls per rank; longest wait: allreduce #1: "
                                              "rank 1 entered 1.2 s after rank 0")
-    assert timeline.summary(res) in view.render_text(res)
+    assert timeline_summary(res) in view.render_text(res)
     picture = timeline_svg.svg(res)
     assert picture.startswith("<svg") and picture.count("<rect") == 5
     assert picture.count("data-op='allreduce'") == 3
@@ -252,7 +253,7 @@ def test_timeline_shows_who_waited_for_whom():
     res.ranks.append(3)
     picture = timeline_svg.svg(res)
     assert "no mpinb call" in picture and "no record (running)" in picture and picture.count("<text x='2'") == 4
-    assert timeline.summary(res).startswith("timeline: 0-2 mpinb calls per rank")
+    assert timeline_summary(res).startswith("timeline: 0-2 mpinb calls per rank")
 
 
 def test_live_output_is_throttled_and_capped(capsys):

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import html
 
-from ..analysis import hlo, timeline
+from ..analysis import hlo
 from ..analysis.grouping import label
 from ..cell_options import ViewOptions
 from . import images, links, timeline_svg
 from .note_words import notes_of
 from .text import DEFAULT_VIEW, findings, groups, rank_block
+from .timeline_words import timeline_summary
 from .words import finding_text, state_line, summary_line
 
 GRID_FROM = 16  # ranks: from here on the states are a grid of cells
@@ -94,7 +95,7 @@ def timeline_html(result) -> str:
     picture = timeline_svg.svg(result)
     if not picture:
         return ""
-    return (f"<div class='mpinb-timeline-block'><div>{html.escape(timeline.summary(result))}</div>"
+    return (f"<div class='mpinb-timeline-block'><div>{html.escape(timeline_summary(result))}</div>"
             f"{picture}</div>")
 
 

@@ -10,7 +10,7 @@ most ``max_lines`` lines per rank (head and tail). Pure: no IPython.
 
 from __future__ import annotations
 
-from ..analysis import hlo, timeline
+from ..analysis import hlo
 from ..analysis.grouping import fold_logs, fold_rank_numbers, label, merge_sections
 from ..cell_options import ViewOptions
 from ..wire.values import describe
@@ -20,6 +20,7 @@ from .compare_words import comparison_line
 from .hint_words import hint_words
 from .hlo_words import finding_brief
 from .note_words import notes_of
+from .timeline_words import timeline_summary
 from .words import (
     RESULT_NAME,
     death_words,
@@ -145,7 +146,7 @@ def render_text(result, view: ViewOptions = DEFAULT_VIEW, grouped=None) -> str:
     the same groups)."""
     lines = [summary_line(result, view.max_lines)]
     lines += [f"note: {note}" for note in notes_of(result)]
-    when = timeline.summary(result)
+    when = timeline_summary(result)
     scales = images.scales(result)
     if view.by_rank:
         for rank in result.ranks:
