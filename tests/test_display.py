@@ -499,7 +499,8 @@ def test_library_logs_fold_into_one_line_per_run_and_group_across_ranks():
     """Log lines, whoever wrote them (absl/glog headers, Python's logging, a [Component] tag),
     lose the time and thread that differ between ranks and fold into one line per run; a
     user's own lines around them stay as printed; --by-rank shows them as written."""
-    from mpinb.analysis.grouping import fold_logs, log_line
+    from mpinb.analysis.grouping import log_line
+    from mpinb.view.log_words import fold_logs
 
     assert log_line("I1205 10:39:06.123456  4242 external/xla/xla/pjrt/client.cc:77] connected") == (
         "xla", "connected")
