@@ -45,41 +45,9 @@ XLA_COLLECTIVES = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-s
 # ----------------------------------------------------------------------------- warnings
 
 
-@dataclasses.dataclass(frozen=True)
-class Reference:
-    """Where a finding is explained: a section of a document that ships with mpinb (the view
-    links it from where the user's notebook is: mpinb.view.links)."""
-
-    document: str    # a tutorial notebook's file name
-    anchor: str      # the section's anchor, as JupyterLab names headings
-    title: str       # the section's title, in words
-
-
-TUTORIAL = "02_debugging_transpose.ipynb"
-
-
-@dataclasses.dataclass(frozen=True)
-class Kind:
-    """A kind of finding: its severity and where it is explained (mpinb.view.hlo_words says
-    what it means and what to do)."""
-
-    severity: str    # error: gives wrong results; warning: may; info: a cost
-    reference: Reference
-
-
-#: One row per kind of HLO finding; the view, the summary and the tests read it from here.
-KINDS = {
-    "non-row-major": Kind("error", Reference(
-        TUTORIAL, "Reproducing-the-symptom-on-CPU:-jitted-wrong,-eager-right-(warning-1)",
-        "Reproducing the symptom on CPU: jitted wrong, eager right")),
-    "divergent": Kind("error", Reference(
-        "06_hangs.ipynb", "A-collective-inside-a-branch-that-depends-on-the-rank",
-        "A collective inside a branch that depends on the rank")),
-    "unconstrained": Kind("warning", Reference(
-        TUTORIAL, "A-custom-call-without-layout-constraints-(warning-2)",
-        "A custom call without layout constraints")),
-    "relayout": Kind("info", Reference(TUTORIAL, "What-XLA-compiled", "What XLA compiled")),
-}
+#: each kind of HLO finding and its severity (error: gives wrong results; warning: may; info: a
+#: cost); mpinb.view.hlo_words says what each means, what to do and where it is explained
+KINDS = {"non-row-major": "error", "divergent": "error", "unconstrained": "warning", "relayout": "info"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +111,7 @@ class HloWarning:
 
     @property
     def severity(self) -> str:
-        return KINDS[self.kind].severity
+        return KINDS[self.kind]
 
     @property
     def identity(self) -> tuple:

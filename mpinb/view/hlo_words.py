@@ -1,5 +1,5 @@
-"""The layout findings in words (mpinb.analysis.hlo returns their facts): what each kind means
-and what to do, each finding's sentence, and the finding in plain words or in one line. Pure:
+"""The layout findings in words (mpinb.analysis.hlo returns their facts): what each kind means,
+what to do and where it is explained, each finding's sentence, and the finding in plain words or in one line. Pure:
 no IPython, no widgets (light enough for an engine to import).
 """
 
@@ -9,6 +9,7 @@ from ..analysis import hlo
 from ..analysis.divergence import Divergence
 from ..analysis.hlo_text import human_bytes
 from .divergence_words import divergence_message
+from .links import Reference
 
 #: what each kind of finding means
 MEANINGS = {
@@ -24,6 +25,21 @@ ACTIONS = {
     "divergent": "make every rank call the same collectives in the same order with the same shapes",
     "unconstrained": "pin its operand and result layouts (mpinb's collectives do)",
     "relayout": "nothing, unless the copy is large: then transpose after the collective instead of before",
+}
+
+
+#: the tutorial that explains the layout findings
+TUTORIAL = "02_debugging_transpose.ipynb"
+
+#: where each kind of finding is explained (the view links it: mpinb.view.links)
+REFERENCES = {
+    "non-row-major": Reference(TUTORIAL, "Reproducing-the-symptom-on-CPU:-jitted-wrong,-eager-right-(warning-1)",
+                               "Reproducing the symptom on CPU: jitted wrong, eager right"),
+    "divergent": Reference("06_hangs.ipynb", "A-collective-inside-a-branch-that-depends-on-the-rank",
+                           "A collective inside a branch that depends on the rank"),
+    "unconstrained": Reference(TUTORIAL, "A-custom-call-without-layout-constraints-(warning-2)",
+                               "A custom call without layout constraints"),
+    "relayout": Reference(TUTORIAL, "What-XLA-compiled", "What XLA compiled"),
 }
 
 
@@ -86,7 +102,7 @@ def finding_line(w: hlo.HloWarning) -> str:
 
 def finding_plain(w: hlo.HloWarning) -> str:
     """The finding in plain words, without severity, rank or module: meaning, where, what to do
-    (where to read more: hlo.KINDS[kind].reference, which the view links)."""
+    (where to read more: REFERENCES[kind], which the view links)."""
     where = f" ({w.source})" if w.source else ""
     return f"{MEANINGS[w.kind]}{where}. {finding_message(w)}. What to do: {ACTIONS[w.kind]}."
 

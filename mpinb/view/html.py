@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import html
 
-from ..analysis import hlo
 from ..analysis.grouping import label
 from ..cell_options import ViewOptions
 from . import images, links, timeline_svg
+from .hlo_words import REFERENCES
 from .note_words import notes_of
 from .text import DEFAULT_VIEW, findings, groups, rank_block
 from .timeline_words import timeline_summary
@@ -78,7 +78,7 @@ def header_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
 
 
 def _finding_html(w, ranks, count: int = 1) -> str:
-    reference = hlo.KINDS[w.kind].reference
+    reference = REFERENCES[w.kind]
     target = links.href(reference)
     anchor = (f" See <a href='{html.escape(target)}' target='_blank'>{html.escape(reference.title)}</a>"
               if target else " " + html.escape(links.words(reference)))

@@ -12,7 +12,7 @@ from ..analysis.hlo_text import human_bytes
 from ..wire.status import finishing_queued_work, in_jitted_collective
 from . import links
 from .compare_words import comparisons_summary
-from .hlo_words import finding_brief, finding_plain
+from .hlo_words import REFERENCES, finding_brief, finding_plain
 
 
 def describe_inflight(info: dict | None, where: dict | None = None) -> str:
@@ -168,7 +168,7 @@ def finding_text(w, ranks, link: bool = True, brief: bool | None = None, count: 
     times = f" ({count} copies)" if count > 1 else ""
     text = finding_brief(w) + times if brief else finding_plain(w)
     if link and not brief:
-        text += " " + links.words(hlo.KINDS[w.kind].reference)
+        text += " " + links.words(REFERENCES[w.kind])
     return f"{w.severity} [{w.kind}] {who}: {text}"
 
 
@@ -224,8 +224,8 @@ def summary_line(result, max_lines: int | None = None) -> str:
 def findings_count(warnings) -> str:
     """'2 layout findings: 1 divergent (error), 1 relayout (info)' (errors first)."""
     findings = [w for w, _ in hlo.distinct(warnings)]
-    kinds = sorted({w.kind for w in findings}, key=lambda k: (hlo.SEVERITIES.index(hlo.KINDS[k].severity), k))
-    detail = ", ".join(f"{sum(w.kind == k for w in findings)} {k} ({hlo.KINDS[k].severity})" for k in kinds)
+    kinds = sorted({w.kind for w in findings}, key=lambda k: (hlo.SEVERITIES.index(hlo.KINDS[k]), k))
+    detail = ", ".join(f"{sum(w.kind == k for w in findings)} {k} ({hlo.KINDS[k]})" for k in kinds)
     return f"{len(findings)} layout finding{'s' if len(findings) != 1 else ''}" + (f": {detail}" if detail else "")
 
 
