@@ -333,7 +333,7 @@ def test_live_headers_show_each_rank_s_state_throttled():
     # where the rank is, as the status thread reads it (mpinb.engine.stall)
     line = {"cell": "In[7]", "line": 3}
     assert view.live_words("running", 9.6, None, None, line) == "running 10 s at Cell In[7], line 3"
-    in_jit = dict(line, call="stepper", collectives=["all-reduce over 2 devices"])
+    in_jit = dict(line, call="stepper", collectives=[("all-reduce", 2)])
     assert view.live_words("running", 9.6, None, None, in_jit) == (
         "running 10 s, waits in jit(stepper) (all-reduce over 2 devices) at Cell In[7], line 3")
     assert view.live_words("running", 5.2, blocked, None, line) == (

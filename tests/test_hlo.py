@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from mpinb.analysis import hlo, hlo_text
-from mpinb.view.hlo_words import finding_line, finding_message
+from mpinb.view.hlo_words import collective_words, finding_line, finding_message
 
 DATA = Path(__file__).parent / "data"
 
@@ -95,7 +95,11 @@ def test_hlo_view_shows_identical_ranks_once_with_marked_lines():
 
 
 def test_collectives_are_listed_in_words():
-    words = hlo.collectives_in_words
+    assert hlo.module_collectives(hlo_text.parse_module(load("xla_psum.hlo.txt"))) == [("all-reduce", 2)]
+
+    def words(module):
+        return [collective_words(*c) for c in hlo.module_collectives(module)]
+
     assert words(hlo_text.parse_module(load("xla_psum.hlo.txt"))) == ["all-reduce over 2 devices"]
     assert words(hlo_text.parse_module(load("xla_all_to_all.hlo.txt"))) == ["all-to-all over 2 devices"]
     assert words(hlo_text.parse_module(load("safe_transpose.hlo.txt"))) == ["mpinb alltoall"]  # mpinb's own

@@ -162,20 +162,15 @@ def group_size(inst: Instruction) -> int | None:
     return int(m.group(1).split(",")[-1]) if m else None
 
 
-def describe_collective(inst: Instruction) -> str:
-    """A collective in words: 'all-reduce over 2 devices' (XLA's), 'mpinb allreduce' (mpinb's)."""
-    name = collective_name(inst)
-    if inst.opcode in XLA_COLLECTIVES:
-        size = group_size(inst)
-        return name + (f" over {size} devices" if size else "")
-    return name.replace("mpinb_", "mpinb ", 1)
+def collective_facts(inst: Instruction) -> tuple[str, int | None]:
+    """(name, group size) of a collective: ('all-reduce', 2) for XLA's over groups of 2 devices,
+    ('mpinb_alltoall', None) for mpinb's (mpinb.view.hlo_words.collective_words says it)."""
+    return collective_name(inst), group_size(inst) if inst.opcode in XLA_COLLECTIVES else None
 
 
-def collectives_in_words(module: Module) -> list[str]:
-    """A module's collectives in scheduled order, in words: 'all-reduce over 2 devices' (XLA's),
-    'mpinb alltoall' (mpinb's)."""
-    return [describe_collective(module.instructions[n]) for n in module.order
-            if is_collective(module.instructions[n])]
+def module_collectives(module: Module) -> list[tuple[str, int | None]]:
+    """A module's collectives in scheduled order, as (name, group size) (see collective_facts)."""
+    return [collective_facts(module.instructions[n]) for n in module.order if is_collective(module.instructions[n])]
 
 
 def custom_calls(module: Module) -> list[Instruction]:

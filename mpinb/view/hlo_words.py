@@ -43,6 +43,11 @@ REFERENCES = {
 }
 
 
+def collective_words(name: str, size: int | None = None) -> str:
+    """A collective in words: 'all-reduce over 2 devices' (XLA's), 'mpinb alltoall' (mpinb's)."""
+    return name.replace("mpinb_", "mpinb ", 1) + (f" over {size} devices" if size else "")
+
+
 def at(source: str | None) -> str:
     """' at Cell In[3], line 2', or '' where the source is not known."""
     return f" at {source}" if source else ""

@@ -12,7 +12,7 @@ from ..analysis.hlo_text import human_bytes
 from ..wire.status import finishing_queued_work, in_jitted_collective
 from . import links
 from .compare_words import comparisons_summary
-from .hlo_words import REFERENCES, finding_brief, finding_plain
+from .hlo_words import REFERENCES, collective_words, finding_brief, finding_plain
 
 
 def describe_inflight(info: dict | None, where: dict | None = None) -> str:
@@ -29,7 +29,7 @@ def describe_inflight(info: dict | None, where: dict | None = None) -> str:
             return f"blocked in {info['function']} ({human_bytes(info['bytes'])}{peer}, {waiting}){at}"
         return f"blocked in {info['op']} (call {info['call']}, {human_bytes(info['bytes'])}{peer}, {waiting}){at}"
     if where and where.get("call"):
-        held = ", ".join(where.get("collectives") or []) or "no collective known"
+        held = ", ".join(collective_words(*c) for c in where.get("collectives") or []) or "no collective known"
         return f"waits in jit({where['call']}) ({held}){at}"
     if finishing_queued_work(where):
         return f"finishing the work its jitted calls queued{at}"
