@@ -43,12 +43,6 @@ def rank_ranges(ranks: Iterable[int], sep: str = ",") -> str:
     return sep.join(parts)
 
 
-def label(ranks: Iterable[int], sep: str = ",") -> str:
-    """'rank 3' or 'ranks 0-3' (or 'ranks 0, 2' with ``sep=", "``)."""
-    ranks = sorted(set(ranks))
-    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {rank_ranges(ranks, sep)}"
-
-
 def group_by(values: Mapping[int, Hashable]) -> list[tuple[list[int], Hashable]]:
     """Ranks grouped by equal value, groups in the order of their first rank."""
     groups: dict[Hashable, list[int]] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..analysis.compare import Comparison, tally
-from ..analysis.grouping import label
+from .rank_words import label
 
 
 def lines_words(n: int) -> str:

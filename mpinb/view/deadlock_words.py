@@ -5,8 +5,8 @@ or who waits for ranks that left the cell. Pure: no IPython.
 from __future__ import annotations
 
 from ..analysis.deadlock import Deadlock, receiving, unknown_half
-from ..analysis.grouping import label
 from ..mpi_ops import POINT_TO_POINT
+from .rank_words import label
 
 
 def line_words(d: Deadlock, r: int) -> str:

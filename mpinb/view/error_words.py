@@ -6,8 +6,8 @@ Pure: no IPython.
 from __future__ import annotations
 
 from .. import errors
-from ..analysis.grouping import label
 from .cluster_words import cluster_line
+from .rank_words import label
 from .start_words import difference_words
 from .words import RESULT_NAME, busy_words, death_words, lost_job_words
 

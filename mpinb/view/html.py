@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import html
 
-from ..analysis.grouping import label
 from ..cell_options import ViewOptions
 from . import images, links, timeline_svg
 from .hlo_words import REFERENCES
 from .note_words import notes_of
+from .rank_words import label
 from .text import DEFAULT_VIEW, findings, groups, rank_block
 from .timeline_words import timeline_summary
 from .words import finding_text, state_line, summary_line

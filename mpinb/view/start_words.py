@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 
-from ..analysis.grouping import label
 from ..analysis.rank_accounts import Difference
+from .rank_words import label
 
 #: the phases of a start (mpinb.cluster.mpi_cluster), as the bar names them
 START_PHASES = {"controller": "starting the controller", "registering": "engines registering",

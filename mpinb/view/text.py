@@ -11,7 +11,7 @@ most ``max_lines`` lines per rank (head and tail). Pure: no IPython.
 from __future__ import annotations
 
 from ..analysis import hlo
-from ..analysis.grouping import fold_rank_numbers, label, merge_sections
+from ..analysis.grouping import fold_rank_numbers, merge_sections
 from ..cell_options import ViewOptions
 from ..wire.values import describe
 from . import images
@@ -21,6 +21,7 @@ from .hint_words import hint_words
 from .hlo_words import finding_brief
 from .log_words import fold_logs
 from .note_words import notes_of
+from .rank_words import label
 from .timeline_words import timeline_summary
 from .words import (
     RESULT_NAME,

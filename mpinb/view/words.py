@@ -7,12 +7,12 @@ from __future__ import annotations
 import signal
 
 from ..analysis import hlo
-from ..analysis.grouping import label
 from ..analysis.hlo_text import human_bytes
 from ..wire.status import finishing_queued_work, in_jitted_collective
 from . import links
 from .compare_words import comparisons_summary
 from .hlo_words import REFERENCES, collective_words, finding_brief, finding_plain
+from .rank_words import label
 
 
 def describe_inflight(info: dict | None, where: dict | None = None) -> str:
