@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from mpinb.analysis import compare as cmp
+from mpinb.view.compare_words import comparison_detail, comparison_line, comparisons_summary, ranks_words
 from mpinb.view.hint_words import hint_words, stale_words
 
 
@@ -25,7 +26,7 @@ def test_equal_close_different():
     assert d.first_index == (1, 2)
     assert d.max_abs == pytest.approx(1.0)
     assert d.max_rel == pytest.approx(1 / 6)
-    assert "first at [1, 2]" in str(d)
+    assert "first at [1, 2]" in comparison_line(d)
 
 
 def test_dtype_tolerances_differ():
@@ -43,8 +44,8 @@ def test_nans_in_the_same_place_are_equal_and_elsewhere_different():
 
 def test_integers_shapes_dtypes():
     assert cmp.compare("i", np.arange(3), np.array([0, 1, 3])).first_index == (2,)
-    assert "shape (3,) vs (4,)" in cmp.compare("i", np.arange(3), np.arange(4)).detail
-    assert "dtype" in cmp.compare("i", np.arange(3), np.arange(3.0)).detail
+    assert "shape (3,) vs (4,)" in comparison_detail(cmp.compare("i", np.arange(3), np.arange(4)))
+    assert "dtype" in comparison_detail(cmp.compare("i", np.arange(3), np.arange(3.0)))
 
 
 def test_trees_and_namespaces():
@@ -56,16 +57,16 @@ def test_trees_and_namespaces():
     comps = cmp.compare_namespaces(["x", "f", "gone"], {"x": np.ones(1), "f": len, "gone": np.ones(1)},
                                    {"x": np.ones(1), "f": len}, flat, lambda v: isinstance(v, np.ndarray))
     assert [(c.name, c.status) for c in comps] == [("x", "equal"), ("gone", "missing")]
-    assert cmp.summary({0: comps, 1: comps}) == "jit != eager: gone on ranks 0-1"
-    assert cmp.summary({0: [out[0]]}) == "jit == eager: p"
-    assert cmp.summary({0: out, 2: [out[0]], 3: out}) == "jit != eager: p on ranks 0, 3"
-    assert cmp.summary({0: []}) == ""
+    assert comparisons_summary({0: comps, 1: comps}) == "jit != eager: gone on ranks 0-1"
+    assert comparisons_summary({0: [out[0]]}) == "jit == eager: p"
+    assert comparisons_summary({0: out, 2: [out[0]], 3: out}) == "jit != eager: p on ranks 0, 3"
+    assert comparisons_summary({0: []}) == ""
 
 
-def test_format_ranks():
-    assert cmp.format_ranks([3]) == "rank 3"
-    assert cmp.format_ranks([0, 1, 2, 3]) == "ranks 0-3"
-    assert cmp.format_ranks([5, 0, 2, 6, 7]) == "ranks 0, 2, 5-7"
+def test_ranks_words():
+    assert ranks_words([3]) == "rank 3"
+    assert ranks_words([0, 1, 2, 3]) == "ranks 0-3"
+    assert ranks_words([5, 0, 2, 6, 7]) == "ranks 0, 2, 5-7"
 
 
 def test_traces_name_the_stale_global_and_forget_what_was_traced_again():
@@ -123,11 +124,14 @@ def test_names_computed_from_a_call_are_followed_through_the_cell():
 def test_printed_text_that_differs_is_said_apart_from_the_values_verdict():
     """Timings printed by a cell, or a print inside a jitted function, differ between the passes:
     said as such, never as 'jit != eager' (which is about values)."""
-    printed = cmp.Comparison("stdout", "different", quiet=True, detail="the two runs printed different text",
+    printed = cmp.Comparison("stdout", "different", cause="printed_text", jitted=1, eager=1, quiet=True,
                              printed=True)
     equal = cmp.Comparison("x", "equal")
-    assert cmp.summary({0: [equal, printed], 1: [equal]}) == "jit == eager: x; printed differently: stdout on rank 0"
-    assert cmp.summary({0: [printed]}) == "printed differently: stdout on rank 0"
-    assert str(printed) == "stdout: printed differently: the two runs printed different text"
+    assert comparisons_summary({0: [equal, printed], 1: [equal]}) == (
+        "jit == eager: x; printed differently: stdout on rank 0")
+    assert comparisons_summary({0: [printed]}) == "printed differently: stdout on rank 0"
+    assert comparison_line(printed) == ("stdout: printed differently: the two runs printed different text (1 line "
+                                        "each; timings, or values computed differently)")
     differ = cmp.Comparison("y", "different", max_abs=1.0, max_rel=1.0)
-    assert cmp.summary({0: [differ, printed]}) == "jit != eager: y on rank 0; printed differently: stdout on rank 0"
+    assert comparisons_summary({0: [differ, printed]}) == (
+        "jit != eager: y on rank 0; printed differently: stdout on rank 0")

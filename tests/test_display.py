@@ -8,10 +8,11 @@ import pytest
 
 from mpinb import view
 from mpinb.analysis import compare as cmp
-from mpinb.analysis import hlo, timeline
+from mpinb.analysis import hlo
 from mpinb.cell_options import ViewOptions, parse_ranks
 from mpinb.cells.result import CellResult, Note
 from mpinb.view import images, timeline_svg
+from mpinb.view.timeline_words import timeline_summary
 from mpinb.wire import values
 from mpinb.wire.records import ErrorInfo, RankRecord
 
@@ -25,8 +26,9 @@ def result():
                       error=ErrorInfo("ValueError", "boom", "Traceback...\nValueError: boom")),
         2: None,
     }
-    w = [hlo.HloWarning("unconstrained", 0, "jit_f", "cc.1", "custom call x has no operand layout constraints"),
-         hlo.HloWarning("divergent", None, "jit_g", "collective #1", "rank 0 compiled a but rank 2 compiled b")]
+    w = [hlo.HloWarning("unconstrained", 0, "jit_f", "cc.1", hlo.Unconstrained("x")),
+         hlo.HloWarning("divergent", None, "jit_g", "collective #1",
+                        hlo.CompiledApart("jit_g", 1, 0, 2, "a", "b", None, None, 1, 1))]
     return CellResult("code", [0, 1, 2], recs, {0: "hi\n", 1: "", 2: "partial\n"}, {0: "", 1: "oops\n", 2: ""},
                       {0: "finished", 1: "failed", 2: "running"}, 1.5, w, True, True)
 
@@ -51,6 +53,10 @@ def test_by_rank_text_has_one_block_per_rank():
     assert "error [divergent] across ranks" in shared and "rank 0 compiled a but rank 2 compiled b" in shared
 
 
+#: a copy of 64 B that feeds mpinb's alltoall
+COPY_FEEDS = hlo.Relayout("copy", "copy.1", "mpinb_alltoall", "cc.1", True, "f32[4,4]{0,1}", 64)
+
+
 def four_ranks(lines_per_rank: int = 1):
     """Ranks 0-2 print and compute the same; rank 3 differs. A relayout on every rank, in two
     nested modules of one jitted call."""
@@ -58,8 +64,8 @@ def four_ranks(lines_per_rank: int = 1):
     recs = {r: RankRecord(rank=r, ok=True, elapsed=0.01 + r / 1000,
                           result=same if r < 3 else values.summarize(np.ones(3))) for r in range(4)}
     text = "".join(f"line {i}\n" for i in range(lines_per_rank))
-    w = [hlo.HloWarning("relayout", r, module, "copy.1", "copy %copy.1 materialises f32[4,4]{0,1} (64 B)",
-                        "cell.py:3") for r in range(4) for module in ("jit_step", "jit_step.inner")]
+    w = [hlo.HloWarning("relayout", r, module, "copy.1", COPY_FEEDS, "cell.py:3")
+         for r in range(4) for module in ("jit_step", "jit_step.inner")]
     return CellResult("code", [0, 1, 2, 3], recs, dict.fromkeys(range(4), text), dict.fromkeys(range(4), ""),
                       dict.fromkeys(range(4), "finished"), 0.5, w)
 
@@ -232,9 +238,9 @@ def test_timeline_shows_who_waited_for_whom():
     recs = {r: RankRecord(rank=r, ok=True, elapsed=1.5, timeline=evs) for r, evs in lines.items()}
     res = CellResult("c", [0, 1, 2], recs, dict.fromkeys(lines, ""), dict.fromkeys(lines, ""),
                      dict.fromkeys(lines, "finished"), 1.6)
-    assert timeline.summary(res) == ("timeline: 1-2 mpinb calls per rank; longest wait: allreduce #1: "
+    assert timeline_summary(res) == ("timeline: 1-2 mpinb calls per rank; longest wait: allreduce #1: "
                                              "rank 1 entered 1.2 s after rank 0")
-    assert timeline.summary(res) in view.render_text(res)
+    assert timeline_summary(res) in view.render_text(res)
     picture = timeline_svg.svg(res)
     assert picture.startswith("<svg") and picture.count("<rect") == 5
     assert picture.count("data-op='allreduce'") == 3
@@ -247,7 +253,7 @@ def test_timeline_shows_who_waited_for_whom():
     res.ranks.append(3)
     picture = timeline_svg.svg(res)
     assert "no mpinb call" in picture and "no record (running)" in picture and picture.count("<text x='2'") == 4
-    assert timeline.summary(res).startswith("timeline: 0-2 mpinb calls per rank")
+    assert timeline_summary(res).startswith("timeline: 0-2 mpinb calls per rank")
 
 
 def test_live_output_is_throttled_and_capped(capsys):
@@ -327,7 +333,7 @@ def test_live_headers_show_each_rank_s_state_throttled():
     # where the rank is, as the status thread reads it (mpinb.engine.stall)
     line = {"cell": "In[7]", "line": 3}
     assert view.live_words("running", 9.6, None, None, line) == "running 10 s at Cell In[7], line 3"
-    in_jit = dict(line, call="stepper", collectives=["all-reduce over 2 devices"])
+    in_jit = dict(line, call="stepper", collectives=[("all-reduce", 2)])
     assert view.live_words("running", 9.6, None, None, in_jit) == (
         "running 10 s, waits in jit(stepper) (all-reduce over 2 devices) at Cell In[7], line 3")
     assert view.live_words("running", 5.2, blocked, None, line) == (
@@ -345,8 +351,8 @@ def test_a_small_copy_is_one_line_with_its_detail_one_click_away():
     the HTML view folds the whole finding into a <details> under that line. A large one, or a
     warning, keeps its paragraph."""
     res = four_ranks()
-    small = hlo.HloWarning("relayout", 0, "jit_f", "copy.2", "copy %copy.2 materialises f32[4,8]{0,1} (128 B)",
-                           "Cell In[4]:3", 128)
+    facts = hlo.Relayout("copy", "copy.2", "mpinb_alltoall", "cc.1", True, "f32[4,8]{0,1}", 128)
+    small = hlo.HloWarning("relayout", 0, "jit_f", "copy.2", facts, "Cell In[4]:3", 128)
     large = dataclasses.replace(small, instruction="copy.3", nbytes=hlo.SMALL_COPY_BYTES)
     res.warnings = [small, large]
     lines = [ln for ln in view.render_text(res).splitlines() if "[relayout]" in ln]
@@ -493,7 +499,8 @@ def test_library_logs_fold_into_one_line_per_run_and_group_across_ranks():
     """Log lines, whoever wrote them (absl/glog headers, Python's logging, a [Component] tag),
     lose the time and thread that differ between ranks and fold into one line per run; a
     user's own lines around them stay as printed; --by-rank shows them as written."""
-    from mpinb.analysis.grouping import fold_logs, log_line
+    from mpinb.analysis.grouping import log_line
+    from mpinb.view.log_words import fold_logs
 
     assert log_line("I1205 10:39:06.123456  4242 external/xla/xla/pjrt/client.cc:77] connected") == (
         "xla", "connected")

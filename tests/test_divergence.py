@@ -3,6 +3,7 @@ worded by mpinb.view.divergence_words. Pure: records as the library's ``ran()`` 
 
 from mpinb.analysis import divergence
 from mpinb.view.divergence_words import divergence_finding
+from mpinb.view.hlo_words import finding_message
 
 
 def run(op, dims=(4,), dtype="float32", root=None, reduce=None, comm=0, comm_size=2, count=1):
@@ -39,8 +40,9 @@ def test_a_collective_only_some_ranks_called_is_found():
     assert d.first_ran == divergence.Collective("allreduce", "float32", (), None, "SUM")
     w = divergence_finding(d)
     assert w.kind == "divergent" and w.severity == "error"
-    assert w.message == ("rank 0 called allreduce float32[] SUM (collective #1 on the world communicator in this "
-                         "cell), rank 1 finished the cell without calling it: the ranks may deadlock")
+    assert finding_message(w) == (
+        "rank 0 called allreduce float32[] SUM (collective #1 on the world communicator in this "
+        "cell), rank 1 finished the cell without calling it: the ranks may deadlock")
 
 
 def test_a_rank_that_stopped_early_is_not_missing_a_collective():
@@ -52,7 +54,7 @@ def test_a_different_collective_is_found_by_its_place():
     bcast0, bcast1 = run("bcast", dims=(), root=0), run("bcast", dims=(), root=1)
     (d,) = found({0: ran(ALLREDUCE, bcast0), 1: ran(ALLREDUCE, bcast1)}, finished=[])
     assert d.position == 2
-    assert divergence_finding(d).message == (
+    assert finding_message(divergence_finding(d)) == (
         "at collective #2 on the world communicator, rank 0 called bcast float32[] root 0 but rank 1 called "
         "bcast float32[] root 1: the ranks may deadlock or mix data")
 
@@ -63,7 +65,7 @@ def test_loops_are_compared_by_count():
                   1: ran(run("allreduce", count=5))}) == []
     (d,) = found({0: ran(run("allreduce", count=5)), 1: ran(run("allreduce", count=4))})
     assert (d.position, d.first_count, d.other_count, d.other_ran) == (5, 5, 4, None)
-    assert "rank 1 finished the cell after 4 collectives there" in divergence_finding(d).message
+    assert "rank 1 finished the cell after 4 collectives there" in finding_message(divergence_finding(d))
 
 
 def test_each_communicator_is_compared_among_the_ranks_that_called_on_it():
@@ -73,7 +75,7 @@ def test_each_communicator_is_compared_among_the_ranks_that_called_on_it():
     half[3] = ran(run("allreduce", comm=22, dims=(7,)))
     (d,) = found(half)
     assert (d.comm, d.first, d.other) == (22, 2, 3)
-    assert "on a communicator of 2 ranks" in divergence_finding(d).message
+    assert "on a communicator of 2 ranks" in finding_message(divergence_finding(d))
 
 
 def test_what_was_not_kept_is_not_compared():
@@ -87,4 +89,4 @@ def test_shapes_that_may_differ_by_rank_are_kept_as_such():
     a = run("alltoallv", dims=(None, 3))
     assert found({0: ran(a), 1: ran(a)}) == []
     (d,) = found({0: ran(a), 1: ran(run("alltoallv", dims=(None, 4)))})
-    assert "alltoallv float32[*,3] but rank 1 called alltoallv float32[*,4]" in divergence_finding(d).message
+    assert "alltoallv float32[*,3] but rank 1 called alltoallv float32[*,4]" in finding_message(divergence_finding(d))

@@ -11,6 +11,8 @@ import pytest
 from support.three_ranks import NO_HANG
 from support.topology import make_cluster
 
+from mpinb.view.hlo_words import finding_message
+
 TUTORIAL = Path(__file__).resolve().parent.parent / "notebooks" / "06_hangs.py"
 
 
@@ -33,7 +35,7 @@ def cluster():
 
 
 def divergent(result) -> list[str]:
-    return [w.message for w in result.warnings if w.kind == "divergent"]
+    return [finding_message(w) for w in result.warnings if w.kind == "divergent"]
 
 
 def test_the_tutorial_s_fixed_branch_is_no_finding(cluster):

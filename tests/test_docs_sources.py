@@ -186,15 +186,17 @@ def test_every_module_says_what_it_is_for():
 
 def test_each_finding_is_explained_in_a_section_of_a_shipped_tutorial():
     from mpinb.analysis.hlo import KINDS
+    from mpinb.view.hlo_words import REFERENCES
 
-    for kind, spec in KINDS.items():
-        nb = json.loads((ROOT / "mpinb" / "tutorials" / spec.reference.document).read_text())
+    assert set(REFERENCES) == set(KINDS)
+    for kind, reference in REFERENCES.items():
+        nb = json.loads((ROOT / "mpinb" / "tutorials" / reference.document).read_text())
         headings = {line.lstrip("#").strip() for c in nb["cells"] if c["cell_type"] == "markdown"
                     for line in "".join(c["source"]).splitlines() if line.startswith("#")}
         # JupyterLab names a heading's anchor by its text, spaces as dashes; the title may leave a tail out
-        heading = [h for h in headings if h.replace(" ", "-") == spec.reference.anchor]
-        assert heading, (kind, spec.reference.anchor, headings)
-        assert heading[0].startswith(spec.reference.title), kind
+        heading = [h for h in headings if h.replace(" ", "-") == reference.anchor]
+        assert heading, (kind, reference.anchor, headings)
+        assert heading[0].startswith(reference.title), kind
 
 
 def test_the_open_mpi_recipe_is_where_ci_reads_it():

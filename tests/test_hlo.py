@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from mpinb.analysis import hlo, hlo_text
+from mpinb.view.hlo_words import collective_words, finding_line, finding_message
 
 DATA = Path(__file__).parent / "data"
 
@@ -27,8 +28,8 @@ def test_safe_transpose_has_only_relayout_warnings_with_sizes_and_source():
     module = hlo_text.parse_module(load("safe_transpose.hlo.txt"))
     warnings = hlo.layout_warnings(module, rank=0)
     assert kinds(warnings) == ["relayout", "relayout"]
-    feeding = [w for w in warnings if "to feed mpinb_alltoall" in w.message]
-    assert len(feeding) == 1 and "(192 B)" in feeding[0].message
+    feeding = [w for w in warnings if "to feed mpinb_alltoall" in finding_message(w)]
+    assert len(feeding) == 1 and "(192 B)" in finding_message(feeding[0])
     assert feeding[0].source.startswith("/tmp/gen.py:9 (mk.<locals>.f)")
 
 
@@ -36,14 +37,14 @@ def test_follow_producer_is_the_seed_bug_signature():
     warnings = hlo.layout_warnings(hlo_text.parse_module(load("follow_transpose.hlo.txt")), rank=1)
     bad = [w for w in warnings if w.kind == "non-row-major"]
     assert len(bad) == 1
-    assert "f32[2,4,6]{2,0,1}" in bad[0].message and bad[0].rank == 1
-    assert "rank 1, jit_f" in str(bad[0])
+    assert "f32[2,4,6]{2,0,1}" in finding_message(bad[0]) and bad[0].rank == 1
+    assert "rank 1, jit_f" in finding_line(bad[0])
 
 
 def test_unconstrained_custom_call_is_reported():
     warnings = hlo.layout_warnings(hlo_text.parse_module(load("unconstrained_transpose.hlo.txt")), rank=0)
     assert [w.kind for w in warnings if w.kind in ("unconstrained", "non-row-major")] == ["unconstrained"]
-    assert "no operand layout constraints" in next(w for w in warnings if w.kind == "unconstrained").message
+    assert "no operand layout constraints" in finding_message(next(w for w in warnings if w.kind == "unconstrained"))
 
 
 def test_mpinb_collectives_are_compared_as_they_ran_not_as_compiled():
@@ -94,7 +95,11 @@ def test_hlo_view_shows_identical_ranks_once_with_marked_lines():
 
 
 def test_collectives_are_listed_in_words():
-    words = hlo.collectives_in_words
+    assert hlo.module_collectives(hlo_text.parse_module(load("xla_psum.hlo.txt"))) == [("all-reduce", 2)]
+
+    def words(module):
+        return [collective_words(*c) for c in hlo.module_collectives(module)]
+
     assert words(hlo_text.parse_module(load("xla_psum.hlo.txt"))) == ["all-reduce over 2 devices"]
     assert words(hlo_text.parse_module(load("xla_all_to_all.hlo.txt"))) == ["all-to-all over 2 devices"]
     assert words(hlo_text.parse_module(load("safe_transpose.hlo.txt"))) == ["mpinb alltoall"]  # mpinb's own
@@ -103,7 +108,7 @@ def test_collectives_are_listed_in_words():
 def test_the_transpose_around_xla_s_all_to_all_is_a_relayout():
     warnings = hlo.analyze({0: [("module_0003.jit_transpose", load("xla_all_to_all.hlo.txt"))]})
     assert kinds(warnings) == ["relayout"]
-    assert "relayouts the result of all-to-all" in warnings[0].message
+    assert "relayouts the result of all-to-all" in finding_message(warnings[0])
     assert warnings[0].source and warnings[0].source.endswith("(transpose)")
 
 
@@ -120,8 +125,8 @@ def test_different_xla_collectives_under_one_name_are_divergent():
                 1: [("module_0002.jit_step", load("xla_all_to_all.hlo.txt"))]}
     div = [w for w in hlo.analyze(per_rank) if w.kind == "divergent"]
     assert len(div) == 1
-    assert "at collective #1 of jit_step, rank 0 compiled all-reduce f32[4,4]" in div[0].message
-    assert "but rank 1 compiled all-to-all" in div[0].message
+    assert "at collective #1 of jit_step, rank 0 compiled all-reduce f32[4,4]" in finding_message(div[0])
+    assert "but rank 1 compiled all-to-all" in finding_message(div[0])
 
 
 def dump_folder(tmp_path, monkeypatch, last_change_ns):

@@ -15,6 +15,7 @@ from support.shell import ipython_shell
 
 from mpinb import MPICluster
 from mpinb.errors import CellFailed
+from mpinb.view.compare_words import comparison_detail
 from mpinb.view.hint_words import hint_words
 
 SEED = """
@@ -325,7 +326,7 @@ def test_compare_sees_trace_time_side_effects(ip):
     assert [c.name for c in res.records[0].comparisons if c.name.startswith("n_")] == ["n_calls"]
     assert "y_once" not in summary  # equal: the value itself is right
     out = next(c for c in res.records[1].comparisons if c.name == "stdout")
-    assert "the jitted run printed 1 line, the eager run 2" in out.detail
+    assert "the jitted run printed 1 line, the eager run 2" in comparison_detail(out)
     assert [hint_words(h) for h in res.records[0].hints] == [
         "traced_once assigns the global calls, which happens only when traced_once is traced, not at each "
         "call (return the value instead)",

@@ -1,7 +1,7 @@
 """One voice, read from the source (pure: nothing is run): the sentences a user reads are
-written in mpinb/view/; the cluster and the cells return and raise facts, mpinb/errors.py holds facts and
-imports neither the view nor the analysis, and the magic's and command line's messages come
-from the view. What a rule looks for: a string literal or f-string of more than MAX_WORDS
+written in mpinb/view/; the cluster, the cells and the analysis return and raise facts,
+mpinb/errors.py holds facts and imports neither the view nor the analysis, and the magic's and
+command line's messages come from the view. What a rule looks for: a string literal or f-string of more than MAX_WORDS
 words outside a docstring. Exempt by rule: the text of ``ValueError``/``TypeError`` (a bad
 argument, said to the programmer as Python does), of IPython's ``UsageError`` and argparse's
 ``ArgumentTypeError`` and ``parser.error`` (the magic's and the command line's usage), and
@@ -19,7 +19,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "mpinb"
 MAX_WORDS = 3
 
 #: the folders and modules that must not build sentences
-CLEANED = ("cluster", "cells", "launch", "engine", "wire", "errors.py", "cli.py", "magic.py")
+CLEANED = ("cluster", "cells", "launch", "engine", "wire", "analysis", "errors.py", "cli.py", "magic.py")
 
 #: the exceptions whose text is exempt (see the module's docstring)
 ARGUMENT_ERRORS = {"ValueError", "TypeError", "UsageError", "ArgumentTypeError", "error"}
@@ -42,8 +42,6 @@ EXEMPT = {
     ("engine/execute.py", "a call that this"): "left: QueuedCallFreed's text, in the rank's error record",
     ("engine/jax_processes.py", "--jax-distributed: rank 0's host name {} does"): "left: an engine's setup error",
     ("engine/jax_processes.py", "--jax-distributed: rank 0's host name {} resolves"): "left: an engine's setup error",
-    ("engine/passes.py", "the jitted run printed"): "left: a Comparison's detail (analysis.compare words it too)",
-    ("engine/passes.py", "the two runs printed"): "left: a Comparison's detail (analysis.compare words it too)",
     ("engine/self_account.py", "does not load:"): "left: the library's state, compared as text by analysis",
     ("engine/self_account.py", "built for {}, but"): "left: the library's state, compared as text by analysis",
     ("engine/tracebacks.py", "Cell {}, line {}{}"): TRACEBACK,
@@ -127,7 +125,7 @@ def f(n):
     assert sentences(source) == [(8, "the cluster of {} ranks is gone")]
 
 
-def test_the_client_the_errors_the_magic_and_the_command_line_build_no_sentences():
+def test_the_client_the_analysis_the_errors_the_magic_and_the_command_line_build_no_sentences():
     found = []
     for path in cleaned_files():
         module = str(path.relative_to(PACKAGE))

@@ -35,11 +35,11 @@ def test_a_jitted_call_on_the_line_is_named_with_the_collectives_of_its_module()
     def stepper(v):
         return v + 1
 
-    hlo_capture.MODULE_COLLECTIVES[hlo_capture.module_key("jit_stepper")] = ["all-reduce over 2 devices"]
+    hlo_capture.MODULE_COLLECTIVES[hlo_capture.module_key("jit_stepper")] = [("all-reduce", 2)]
     ns = {"sys": sys, "step": jax.jit(stepper), "jnp": jnp}
     run_as_cell(903, "In[9]", "here = sys._getframe(); r = step(jnp.ones(2))\n", ns)
     where = stall.where(ns["here"])
-    assert where == {"cell": "In[9]", "line": 1, "call": "stepper", "collectives": ["all-reduce over 2 devices"]}
+    assert where == {"cell": "In[9]", "line": 1, "call": "stepper", "collectives": [("all-reduce", 2)]}
 
 
 def test_module_names_match_as_xla_spells_them():

@@ -8,7 +8,7 @@ from mpinb.analysis.rank_accounts import differences, oversubscribed
 from mpinb.cluster.start_checks import ask_every_engine
 from mpinb.engine.self_account import package_versions, report
 from mpinb.errors import EngineSetupError
-from mpinb.view.start_words import oversubscribed_words
+from mpinb.view.start_words import difference_words, oversubscribed_words
 
 SAME = {"python": "3.11.7", "mpinb": "0.1.0", "jax": "0.10.2", "jaxlib": "0.10.2", "mpi4py": "4.1.2",
         "mpi_library": "MPICH Version: 5.0.2", "mpinb_library": "ok", "cores": 2}
@@ -25,22 +25,27 @@ def ranks(*changes, hosts=("a", "a", "b", "b")):
     return out
 
 
+def said(reports, notebook):
+    """The differences as the start's message lists them."""
+    return [difference_words(d) for d in differences(reports, notebook)]
+
+
 def test_equal_ranks_and_notebook_pass():
     assert differences(ranks(), {k: SAME[k] for k in ("python", "mpinb", "jax", "jaxlib", "mpi4py")}) == []
 
 
 def test_a_rank_with_another_version_is_named_with_its_host():
-    found = differences(ranks((3, "jax", "0.9.0")), {})
+    found = said(ranks((3, "jax", "0.9.0")), {})
     assert found == ["JAX: 0.10.2 on ranks 0-2 (a, b); 0.9.0 on rank 3 (b)"]
 
 
 def test_the_notebook_s_own_version_counts():
-    found = differences(ranks(), {"mpinb": "0.2.0", "mpi_library": None})
+    found = said(ranks(), {"mpinb": "0.2.0", "mpi_library": None})
     assert found == ["mpinb: 0.1.0 on ranks 0-3 (a, b); 0.2.0 in the notebook"]
 
 
 def test_another_mpi_library_and_a_library_that_does_not_load_are_both_named():
-    found = differences(ranks((2, "mpi_library", "Open MPI v4.1.4"),
+    found = said(ranks((2, "mpi_library", "Open MPI v4.1.4"),
                               (2, "mpinb_library", "built for MPICH, but mpi4py loaded Open MPI")), {})
     assert found == [
         "the MPI library: MPICH Version: 5.0.2 on ranks 0-1,3 (a, b); Open MPI v4.1.4 on rank 2 (b)",
@@ -50,7 +55,7 @@ def test_another_mpi_library_and_a_library_that_does_not_load_are_both_named():
 
 
 def test_a_library_that_does_not_load_anywhere_is_named_too():
-    found = differences([dict(r, mpinb_library="does not load: libmpi.so.12") for r in ranks()], {})
+    found = said([dict(r, mpinb_library="does not load: libmpi.so.12") for r in ranks()], {})
     assert found == ["mpinb's compiled library: does not load: libmpi.so.12 on ranks 0-3 (a, b)"]
 
 

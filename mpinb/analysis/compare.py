@@ -3,7 +3,8 @@
 ``compare(jitted, eager)`` classifies one pair of arrays as ``equal`` (bitwise, NaNs in the
 same places), ``close`` (within the dtype's tolerance) or ``different`` (with the largest
 absolute and relative difference and the first differing index); pytrees are compared leaf by
-leaf through ``flatten`` (a JAX-aware flattener is passed in by the engine).
+leaf through ``flatten`` (a JAX-aware flattener is passed in by the engine); ``tally`` gathers
+them across ranks. The facts only: mpinb.view.compare_words says them.
 """
 
 from __future__ import annotations
@@ -32,23 +33,12 @@ class Comparison:
     max_abs: float = 0.0
     max_rel: float = 0.0
     first_index: tuple | None = None
-    detail: str = ""
+    cause: str = ""            # why, when not numbers: values | shape | dtype | structure | not_assigned |
+    #                            line_count | printed_text ("": the numbers above)
+    jitted: object = None      # the cause's fact on the jitted side (a repr, shape, dtype, paths, lines)
+    eager: object = None       # the same fact on the eager side
     quiet: bool = False        # named in the summary only when it differs (Python ints, stdout)
     printed: bool = False      # what the cell printed, not a value: never a "jit != eager" verdict
-
-    def __str__(self) -> str:
-        if self.status in ("equal", "close"):
-            extra = f" (max abs {self.max_abs:.3g})" if self.status == "close" else ""
-            return f"{self.name}: jit == eager{extra}" if self.status == "equal" else f"{self.name}: jit ~ eager{extra}"
-        if self.status == "missing":
-            return f"{self.name}: {self.detail}"
-        if self.printed:
-            return f"{self.name}: printed differently: {self.detail}"
-        if self.detail and not self.max_abs and self.first_index is None:  # not numbers: printed text
-            return f"{self.name}: jit != eager: {self.detail}"
-        where = f" first at {list(self.first_index)}" if self.first_index is not None else ""
-        return (f"{self.name}: jit != eager, max abs diff {self.max_abs:.6g}, max rel diff "
-                f"{self.max_rel:.6g}{where}{(' ' + self.detail) if self.detail else ''}")
 
 
 def _as_numpy(x):
@@ -66,11 +56,13 @@ def compare(name: str, jitted, eager) -> Comparison:
             same = bool(same)
         except Exception:  # noqa: BLE001
             same = False
-        return Comparison(name, "equal" if same else "different", detail="" if same else f"{jitted!r} vs {eager!r}")
+        if same:
+            return Comparison(name, "equal")
+        return Comparison(name, "different", cause="values", jitted=repr(jitted), eager=repr(eager))
     if a.shape != b.shape:
-        return Comparison(name, "different", detail=f"shape {a.shape} vs {b.shape}")
+        return Comparison(name, "different", cause="shape", jitted=a.shape, eager=b.shape)
     if a.dtype != b.dtype:
-        return Comparison(name, "different", detail=f"dtype {a.dtype} vs {b.dtype}")
+        return Comparison(name, "different", cause="dtype", jitted=str(a.dtype), eager=str(b.dtype))
     if a.size == 0:
         return Comparison(name, "equal")
     kind = a.dtype.kind
@@ -109,7 +101,7 @@ def compare_trees(name: str, jitted, eager, flatten: Callable) -> list[Compariso
     ja, ea = flatten(jitted), flatten(eager)
     jpaths, epaths = [p for p, _ in ja], [p for p, _ in ea]
     if jpaths != epaths:
-        return [Comparison(name, "different", detail=f"structure differs: {jpaths} vs {epaths}")]
+        return [Comparison(name, "different", cause="structure", jitted=jpaths, eager=epaths)]
     return [compare(f"{name}{path}", x, y) for (path, x), (_, y) in zip(ja, ea, strict=True)]
 
 
@@ -121,7 +113,7 @@ def compare_namespaces(names: Iterable[str], jitted: Mapping, eager: Mapping, fl
         if name not in jitted:
             continue
         if name not in eager:
-            out.append(Comparison(name, "missing", detail="not assigned in the eager run"))
+            out.append(Comparison(name, "missing", cause="not_assigned"))
             continue
         if not is_array_like(jitted[name]):
             continue
@@ -129,39 +121,31 @@ def compare_namespaces(names: Iterable[str], jitted: Mapping, eager: Mapping, fl
     return out
 
 
-def format_ranks(ranks) -> str:
-    """'rank 2', 'ranks 0-3', 'ranks 0, 2, 5-7'."""
-    from .grouping import label
-
-    return label(ranks, sep=", ")
-
-
 def variable(name: str) -> str:
     """The variable a comparison is about: 'b' for "b['x'][0]"."""
     return re.split(r"[\[.]", name, maxsplit=1)[0]
 
 
-def summary(per_rank: Mapping[int, list[Comparison]]) -> str:
-    """What was compared and where it differs, across ranks: 'jit != eager: b on ranks 0-3' or
-    'jit == eager: b, t'; printed text that differs is said apart ('printed differently: stdout
-    on rank 1'), never as a verdict on the values (timings, or what jitted code prints when traced)."""
-    bad: dict[str, list[int]] = {}
-    printed: dict[str, list[int]] = {}
-    names: list[str] = []
-    close = False
+@dataclasses.dataclass
+class Tally:
+    """What was compared, across ranks, by variable."""
+
+    differ: dict[str, list[int]]    # variable -> the ranks where jit != eager (or eager did not assign it)
+    printed: dict[str, list[int]]   # printed text -> the ranks where the two runs printed differently
+    same: list[str]                 # the variables equal (or close) everywhere they were compared
+    close: bool                     # some were close, not equal
+
+
+def tally(per_rank: Mapping[int, list[Comparison]]) -> Tally:
+    """What was compared and where it differs, across ranks; printed text that differs is kept
+    apart, never a verdict on the values (timings, or what jitted code prints when traced)."""
+    out = Tally({}, {}, [], False)
     for rank, comps in sorted(per_rank.items()):
         for c in comps:
             var = variable(c.name)
             if c.status in ("different", "missing"):
-                (printed if c.printed else bad).setdefault(var, []).append(rank)
-            elif var not in names and not c.quiet:
-                names.append(var)
-            close = close or c.status == "close"
-    parts = []
-    if bad:
-        parts.append("jit != eager: " + "; ".join(f"{v} on {format_ranks(r)}" for v, r in bad.items()))
-    elif names:
-        parts.append(f"jit {'~' if close else '=='} eager: {', '.join(names)}{' (within tolerance)' if close else ''}")
-    if printed:
-        parts.append("printed differently: " + "; ".join(f"{v} on {format_ranks(r)}" for v, r in printed.items()))
-    return "; ".join(parts)
+                (out.printed if c.printed else out.differ).setdefault(var, []).append(rank)
+            elif var not in out.same and not c.quiet:
+                out.same.append(var)
+            out.close = out.close or c.status == "close"
+    return out

@@ -27,8 +27,10 @@ unknown. Pure: the caller says which ranks were blocked long enough and which le
 (mpinb.cells.cell_run).
 
     >>> ring = {r: {"op": "recv", "source": (r + 1) % 3, "recvtag": 0, "comm": [0, 1, 2]} for r in range(3)}
-    >>> prove(ring, left=set()).words()
-    'deadlock: rank 0 waits to receive from rank 1, rank 1 to receive from rank 2, rank 2 to receive from rank 0'
+    >>> prove(ring, left=set()).cycle()
+    [0, 1, 2]
+
+mpinb.view.deadlock_words says a proven deadlock in words.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from __future__ import annotations
 import dataclasses
 
 from ..mpi_ops import POINT_TO_POINT  # the op table's own list: send, recv, sendrecv
-from .grouping import label
 
 #: collectives with a root: (what a non-root needs, what the root needs); "root": the root
 #: alone, "any": any one other member (a tree may route through any), "all": every member
@@ -48,13 +49,13 @@ ROOTED = {
 PREFIX = ("scan", "exscan")
 
 
-def _receiving(rec: dict) -> bool:
+def receiving(rec: dict) -> bool:
     """Whether the call may wait to receive (a recv, or a sendrecv whose receive is not known
     to be done)."""
     return rec["op"] == "recv" or (rec["op"] == "sendrecv" and not rec.get("received"))
 
 
-def _unknown_half(rec: dict) -> bool:
+def unknown_half(rec: dict) -> bool:
     """A sendrecv of which it is not known whether it still waits to receive or to send."""
     return rec["op"] == "sendrecv" and rec.get("received") is None
 
@@ -81,12 +82,12 @@ def needs(rank: int, rec: dict) -> tuple[str, list[int]]:
     others = [m for m in comm if m != rank]
     if rec["op"] not in POINT_TO_POINT:
         return _collective_needs(rank, rec, comm, others)
-    if _unknown_half(rec):
+    if unknown_half(rec):
         if rec.get("source") == "any":
             return "none", []
         peers = sorted({p for p in (rec.get("source"), rec.get("dest")) if p is not None and p != rank})
         return ("any", peers) if peers else ("none", [])
-    peer = rec.get("source") if _receiving(rec) else rec.get("dest")
+    peer = rec.get("source") if receiving(rec) else rec.get("dest")
     if peer == "any":
         return "any", others
     if peer is None or peer == rank:
@@ -119,12 +120,12 @@ def does_its_part(peer_rec: dict | None, rank: int, rec: dict, peer: int | None 
         return peer_rec["op"] == rec["op"] and peer_rec.get("root") == rec.get("root")
     sends_to_me = (_sending(peer_rec) and peer_rec.get("dest") == rank
                    and _tag_matches(rec.get("recvtag"), peer_rec.get("sendtag")))
-    receives_mine = (_receiving(peer_rec) and peer_rec.get("source") in (rank, "any")
+    receives_mine = (receiving(peer_rec) and peer_rec.get("source") in (rank, "any")
                      and _tag_matches(peer_rec.get("recvtag"), rec.get("sendtag")))
-    if _unknown_half(rec):
+    if unknown_half(rec):
         return ((peer == rec.get("source") and sends_to_me)
                 or (peer == rec.get("dest") and receives_mine))
-    return sends_to_me if _receiving(rec) else receives_mine
+    return sends_to_me if receiving(rec) else receives_mine
 
 
 @dataclasses.dataclass
@@ -149,55 +150,6 @@ class Deadlock:
             path.append(r)
             r = self.blocker[r]
         return path[path.index(r):] if r in path else []
-
-    def _at(self, r: int) -> str:
-        line = self.lines.get(r)
-        return f" (line {line})" if line else ""
-
-    def _wait(self, r: int, short: bool = False) -> str:
-        """'rank 0 waits to receive from rank 1 (line 5)', 'rank 2 waits in allreduce (line 7)'."""
-        rec, peer = self.waits[r], self.blocker[r]
-        tag = _tag_words(self.waits, named=bool(self.left))
-        subject = f"rank {r}" if short else f"rank {r} waits"
-        if rec["op"] not in POINT_TO_POINT:
-            root = f" (root {rec['root']})" if rec.get("root") is not None else ""
-            return f"{subject} in {rec['op']}{root}{self._at(r)}"
-        if _receiving(rec) and (not _unknown_half(rec) or rec.get("source") == peer):
-            source = "any rank" if rec.get("source") == "any" else f"rank {peer}"
-            return f"{subject} to receive{tag(rec.get('recvtag'))} from {source}{self._at(r)}"
-        return f"{subject} for rank {peer} to receive its send{tag(rec.get('sendtag'))}{self._at(r)}"
-
-    def words(self) -> str:
-        """The deadlock in one sentence: the cycle, or who waits for ranks that left the cell."""
-        cycle = self.cycle()
-        if cycle:
-            return "deadlock: " + ", ".join(self._wait(r, short=i > 0 and self._same_kind(cycle))
-                                            for i, r in enumerate(cycle))
-        waiting = [r for r in self.ranks if self.blocker[r] in self.left]
-        what = "; ".join(self._wait(r) for r in waiting)
-        return f"deadlock: {what}; {label(self.left, sep=', ')} left the cell without {self._missing(waiting)}"
-
-    def _same_kind(self, ranks: list[int]) -> bool:
-        return len({self.waits[r]["op"] for r in ranks}) == 1
-
-    def _missing(self, waiting: list[int]) -> str:
-        ops = {self.waits[r]["op"] for r in waiting}
-        if ops <= set(POINT_TO_POINT):
-            return "sending it" if all(_receiving(self.waits[r]) for r in waiting) else "receiving it"
-        return "calling it" if len(ops) == 1 else "calling them"
-
-
-def _tag_words(waits: dict[int, dict], named: bool = False):
-    """Tags are named only where they tell something: when the point-to-point calls of the
-    deadlock use more than one, or (``named``) when the message waited for might have been sent
-    with another before its sender left the cell."""
-    tags = set()
-    for rec in waits.values():
-        if rec["op"] in POINT_TO_POINT:
-            tags.add(rec.get("recvtag") if _receiving(rec) else rec.get("sendtag"))
-    if len(tags) < 2 and not named:
-        return lambda tag: ""
-    return lambda tag: " with any tag" if tag is None else f" with tag {tag}"
 
 
 def prove(blocked: dict[int, dict], left: set[int], lines: dict[int, int | None] | None = None) -> Deadlock | None:

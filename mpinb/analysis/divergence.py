@@ -8,8 +8,8 @@ runs the same collectives on both.
 
 Output: :class:`Divergence` facts, at most one per communicator: the first place where a rank's
 sequence on that communicator differs from its lowest rank's, by a collective that differs, or
-by one that a rank called and a rank that finished the cell did not call. mpinb.view.words puts
-them into words.
+by one that a rank called and a rank that finished the cell did not call.
+mpinb.view.divergence_words puts them into words.
 
 What cannot be compared is left alone: a rank that failed before a collective (its error says
 why), collectives beyond the kept runs, and the members of a sub-communicator that called

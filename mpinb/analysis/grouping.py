@@ -43,12 +43,6 @@ def rank_ranges(ranks: Iterable[int], sep: str = ",") -> str:
     return sep.join(parts)
 
 
-def label(ranks: Iterable[int], sep: str = ",") -> str:
-    """'rank 3' or 'ranks 0-3' (or 'ranks 0, 2' with ``sep=", "``)."""
-    ranks = sorted(set(ranks))
-    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {rank_ranges(ranks, sep)}"
-
-
 def group_by(values: Mapping[int, Hashable]) -> list[tuple[list[int], Hashable]]:
     """Ranks grouped by equal value, groups in the order of their first rank."""
     groups: dict[Hashable, list[int]] = {}
@@ -134,30 +128,20 @@ def log_line(line: str) -> tuple[str, str] | None:
     return None
 
 
-def fold_logs(text: str, handle: str = "") -> str:
-    """Each run of log lines (see LOG_HEADERS) said in one line, without the time and thread that
-    differ between ranks: 'log (Gloo): Rank 0 is connected to 1 peer ranks ...', and for a run
-    of several, who logged and how many more lines (all of them are in ``handle``)."""
-    out: list[str] = []
-    run: list[tuple[str, str]] = []
-
-    def said():
-        if not run:
-            return
-        sources = ", ".join(dict.fromkeys(src for src, _ in run))
-        more = f" (+{len(run) - 1} more log lines{'; all in ' + handle if handle else ''})" if len(run) > 1 else ""
-        out.append(f"log ({sources}): {run[0][1]}{more}")
-        run.clear()
-
+def log_runs(text: str) -> list[str | list[tuple[str, str]]]:
+    """The lines of ``text``, each run of log lines (see LOG_HEADERS) gathered as one item: a
+    list of (source, message), without the time and thread that differ between ranks
+    (mpinb.view.log_words folds each run into one line)."""
+    out: list = []
     for line in text.splitlines():
         found = log_line(line)
-        if found:
-            run.append(found)
-            continue
-        said()
-        out.append(line)
-    said()
-    return "\n".join(out) + ("\n" if text.endswith("\n") and out else "")
+        if found is None:
+            out.append(line)
+        elif out and isinstance(out[-1], list):
+            out[-1].append(found)
+        else:
+            out.append([found])
+    return out
 
 
 def fold_rank_numbers(texts: Mapping[int, str], hosts: Mapping[int, str] | None = None) -> dict[int, str]:

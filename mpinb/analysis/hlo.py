@@ -30,7 +30,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from .hlo_text import Array, Instruction, Module, human_bytes, parse_arrays, parse_module
+from .hlo_text import Array, Instruction, Module, parse_arrays, parse_module
 
 #: the severities of findings, most severe first
 SEVERITIES = ("error", "warning", "info")
@@ -45,51 +45,54 @@ XLA_COLLECTIVES = ("all-reduce", "all-reduce-start", "all-gather", "all-gather-s
 # ----------------------------------------------------------------------------- warnings
 
 
-@dataclasses.dataclass(frozen=True)
-class Reference:
-    """Where a finding is explained: a section of a document that ships with mpinb (the view
-    links it from where the user's notebook is: mpinb.view.links)."""
-
-    document: str    # a tutorial notebook's file name
-    anchor: str      # the section's anchor, as JupyterLab names headings
-    title: str       # the section's title, in words
-
-
-TUTORIAL = "02_debugging_transpose.ipynb"
+#: each kind of HLO finding and its severity (error: gives wrong results; warning: may; info: a
+#: cost); mpinb.view.hlo_words says what each means, what to do and where it is explained
+KINDS = {"non-row-major": "error", "divergent": "error", "unconstrained": "warning", "relayout": "info"}
 
 
 @dataclasses.dataclass(frozen=True)
-class Kind:
-    """How a kind of finding is put to people: its severity, what it means, what to do."""
+class Unconstrained:
+    """A custom call without operand layout constraints."""
 
-    severity: str    # error: gives wrong results; warning: may; info: a cost
-    meaning: str
-    action: str
-    reference: Reference
+    target: str
 
 
-#: One row per kind of HLO finding; the view, the summary and the tests read it from here.
-KINDS = {
-    "non-row-major": Kind(
-        "error", "a collective reads a buffer that is not row-major: ranks exchange scrambled data",
-        "use mpinb's collectives (they pin row-major layouts) or make the buffer contiguous first",
-        Reference(TUTORIAL, "Reproducing-the-symptom-on-CPU:-jitted-wrong,-eager-right-(warning-1)",
-                  "Reproducing the symptom on CPU: jitted wrong, eager right")),
-    "divergent": Kind(
-        "error", "the ranks ran (or compiled) different collectives: they may deadlock or mix data",
-        "make every rank call the same collectives in the same order with the same shapes",
-        Reference("06_hangs.ipynb", "A-collective-inside-a-branch-that-depends-on-the-rank",
-                  "A collective inside a branch that depends on the rank")),
-    "unconstrained": Kind(
-        "warning", "a custom call without layout constraints: row-major here, maybe not on GPU",
-        "pin its operand and result layouts (mpinb's collectives do)",
-        Reference(TUTORIAL, "A-custom-call-without-layout-constraints-(warning-2)",
-                  "A custom call without layout constraints")),
-    "relayout": Kind(
-        "info", "XLA copies a buffer into row-major order for a collective: correct, costs a copy",
-        "nothing, unless the copy is large: then transpose after the collective instead of before",
-        Reference(TUTORIAL, "What-XLA-compiled", "What XLA compiled")),
-}
+@dataclasses.dataclass(frozen=True)
+class NonRowMajor:
+    """A custom call handed layouts that are not row-major (each array as HLO writes it)."""
+
+    target: str
+    operands: tuple[str, ...]
+    results: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Relayout:
+    """A copy or transpose next to a collective: ``feeds`` it, or relayouts its result."""
+
+    opcode: str
+    name: str
+    collective: str
+    collective_name: str
+    feeds: bool
+    array: str | None        # the array copied, as HLO writes it (where known)
+    nbytes: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledApart:
+    """Where two ranks compiled different sequences of XLA's collectives for one module."""
+
+    module: str
+    position: int                 # the first collective that differs, from 1
+    first: int
+    other: int
+    first_step: str | None        # None: no further collective
+    other_step: str | None
+    first_source: str | None
+    other_source: str | None
+    first_count: int
+    other_count: int
 
 
 #: an info finding about a copy smaller than this is put in one line (its detail one click away)
@@ -102,42 +105,24 @@ class HloWarning:
     rank: int | None
     module: str
     instruction: str
-    message: str
+    facts: object    # Unconstrained, NonRowMajor, Relayout, CompiledApart, or a divergence's facts
     source: str | None = None
     nbytes: int | None = None  # the size of what a relayout copies, where known
 
-    def __str__(self) -> str:
-        where = f" at {self.source}" if self.source else ""
-        who = f"rank {self.rank}" if self.rank is not None else "ranks"
-        return f"[{self.kind}] {who}, {self.module}, %{self.instruction}{where}: {self.message}"
-
     @property
     def severity(self) -> str:
-        return KINDS[self.kind].severity
+        return KINDS[self.kind]
 
     @property
     def identity(self) -> tuple:
         """What makes two findings the same finding: equal on several ranks, or on the nested
         modules of one jitted call, it is shown once (module names and ranks left out)."""
-        return (self.kind, self.instruction, self.message, self.source)
+        return (self.kind, self.instruction, self.facts, self.source)
 
     @property
     def small(self) -> bool:
         """An info finding about a copy below SMALL_COPY_BYTES: worth one line, not a paragraph."""
         return self.severity == "info" and self.nbytes is not None and self.nbytes < SMALL_COPY_BYTES
-
-    def brief(self) -> str:
-        """The finding in one line: what is copied, how much, where; for a small one, that it
-        needs nothing."""
-        where = f" at {self.source}" if self.source else ""
-        return f"XLA copies {human_bytes(self.nbytes or 0)} around a collective{where}: small, nothing to do"
-
-    def plain(self) -> str:
-        """The finding in plain words, without severity, rank or module: meaning, where, what to
-        do (where to read more: KINDS[kind].reference, which the view links)."""
-        info = KINDS[self.kind]
-        where = f" ({self.source})" if self.source else ""
-        return f"{info.meaning}{where}. {self.message}. What to do: {info.action}."
 
 
 def distinct(warnings) -> list[tuple[HloWarning, list[int | None]]]:
@@ -177,20 +162,15 @@ def group_size(inst: Instruction) -> int | None:
     return int(m.group(1).split(",")[-1]) if m else None
 
 
-def describe_collective(inst: Instruction) -> str:
-    """A collective in words: 'all-reduce over 2 devices' (XLA's), 'mpinb allreduce' (mpinb's)."""
-    name = collective_name(inst)
-    if inst.opcode in XLA_COLLECTIVES:
-        size = group_size(inst)
-        return name + (f" over {size} devices" if size else "")
-    return name.replace("mpinb_", "mpinb ", 1)
+def collective_facts(inst: Instruction) -> tuple[str, int | None]:
+    """(name, group size) of a collective: ('all-reduce', 2) for XLA's over groups of 2 devices,
+    ('mpinb_alltoall', None) for mpinb's (mpinb.view.hlo_words.collective_words says it)."""
+    return collective_name(inst), group_size(inst) if inst.opcode in XLA_COLLECTIVES else None
 
 
-def collectives_in_words(module: Module) -> list[str]:
-    """A module's collectives in scheduled order, in words: 'all-reduce over 2 devices' (XLA's),
-    'mpinb alltoall' (mpinb's)."""
-    return [describe_collective(module.instructions[n]) for n in module.order
-            if is_collective(module.instructions[n])]
+def module_collectives(module: Module) -> list[tuple[str, int | None]]:
+    """A module's collectives in scheduled order, as (name, group size) (see collective_facts)."""
+    return [collective_facts(module.instructions[n]) for n in module.order if is_collective(module.instructions[n])]
 
 
 def custom_calls(module: Module) -> list[Instruction]:
@@ -243,18 +223,13 @@ def _custom_call_layouts(module: Module, inst: Instruction, rank: int | None) ->
     operands = _operand_arrays(module, inst)
     out = []
     if constraints is None and operands:
-        out.append(HloWarning(
-            "unconstrained", rank, module.name, inst.name,
-            f"custom call {target} has no operand layout constraints; it is row-major here by "
-            "XLA:CPU's choice, another backend may hand it a transposed buffer", src))
+        out.append(HloWarning("unconstrained", rank, module.name, inst.name, Unconstrained(target), src))
     declared = parse_arrays(constraints) if constraints is not None else [a for _, a in operands]
-    bad = [str(a) for a in declared if not a.row_major]
-    bad += [f"result {a}" for a in inst.arrays if not a.row_major]
-    if bad:
-        out.append(HloWarning(
-            "non-row-major", rank, module.name, inst.name,
-            f"custom call {target} gets non-row-major layout(s) {', '.join(bad)}: it reads memory "
-            "in an order its indices do not describe", src))
+    bad = tuple(str(a) for a in declared if not a.row_major)
+    bad_results = tuple(str(a) for a in inst.arrays if not a.row_major)
+    if bad or bad_results:
+        out.append(HloWarning("non-row-major", rank, module.name, inst.name,
+                              NonRowMajor(target, bad, bad_results), src))
     return out
 
 
@@ -270,10 +245,9 @@ def _relayouts(module: Module, inst: Instruction, rank: int | None) -> list[HloW
     for name, arr in _operand_arrays(module, inst):
         prod = module.producer(name)
         if prod is not None and _is_relayout(module, prod):
-            out.append(HloWarning(
-                "relayout", rank, module.name, prod.name,
-                f"{prod.opcode} %{prod.name} materialises {arr} ({human_bytes(arr.nbytes)}) "
-                f"to feed {target} (%{inst.name})", module.source(prod) or src, arr.nbytes))
+            facts = Relayout(prod.opcode, prod.name, target, inst.name, True, str(arr), arr.nbytes)
+            out.append(HloWarning("relayout", rank, module.name, prod.name, facts,
+                                  module.source(prod) or src, arr.nbytes))
     seen = set()
     for user in module.users(inst.name):
         consumers = [user] + (module.users(user.name) if user.opcode in _PASS_THROUGH else [])
@@ -281,11 +255,10 @@ def _relayouts(module: Module, inst: Instruction, rank: int | None) -> list[HloW
             if c.opcode not in _PASS_THROUGH and c.name not in seen and _is_relayout(module, c):
                 seen.add(c.name)
                 arr = c.arrays[0] if c.arrays else None
-                size = f" ({human_bytes(arr.nbytes)})" if arr else ""
-                out.append(HloWarning(
-                    "relayout", rank, module.name, c.name,
-                    f"{c.opcode} %{c.name} relayouts the result of {target} (%{inst.name}){size}",
-                    module.source(c) or src, arr.nbytes if arr else None))
+                nbytes = arr.nbytes if arr else None
+                facts = Relayout(c.opcode, c.name, target, inst.name, False, str(arr) if arr else None, nbytes)
+                out.append(HloWarning("relayout", rank, module.name, c.name, facts,
+                                      module.source(c) or src, nbytes))
     return out
 
 
@@ -334,21 +307,13 @@ def _first_difference(name: str, seqs: dict[int, list[str]], sources: dict[int, 
         pos = next((i for i in range(common) if ref[i] != seqs[r][i]), common)
         a, a_src = _step(ref, sources[ranks[0]], pos)
         b, b_src = _step(seqs[r], sources[r], pos)
-        counts = (f"; rank {ranks[0]} compiled {len(ref)} collectives, rank {r} {len(seqs[r])}"
-                  if len(ref) != len(seqs[r]) else "")
-        return [HloWarning(
-            "divergent", None, name, f"collective #{pos + 1}",
-            f"at collective #{pos + 1} of {name}, rank {ranks[0]} compiled {a}{_at(a_src)} but rank {r} compiled "
-            f"{b}{_at(b_src)}{counts}: the ranks may deadlock")]  # (both lines named: no one source)
+        facts = CompiledApart(name, pos + 1, ranks[0], r, a, b, a_src, b_src, len(ref), len(seqs[r]))
+        return [HloWarning("divergent", None, name, f"collective #{pos + 1}", facts)]  # two sources: none here
     return []
 
 
-def _step(seq: list[str], sources: list[str | None], pos: int) -> tuple[str, str | None]:
-    return (seq[pos], sources[pos]) if pos < len(seq) else ("no further collective", None)
-
-
-def _at(source: str | None) -> str:
-    return f" at {source}" if source else ""
+def _step(seq: list[str], sources: list[str | None], pos: int) -> tuple[str | None, str | None]:
+    return (seq[pos], sources[pos]) if pos < len(seq) else (None, None)
 
 
 def base_name(module_name: str) -> str:

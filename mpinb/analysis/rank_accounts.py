@@ -1,30 +1,35 @@
 """The ranks' accounts of themselves (mpinb.engine.self_account) compared before the first cell:
-what differs between ranks or from the notebook stops the start with one message; more ranks
-than cores on a host is a note (pure: no engines, no IPython).
+what differs between ranks or from the notebook stops the start (mpinb.view.start_words says
+it); more ranks than cores on a host is a note (pure: no engines, no IPython).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 
-from .grouping import label
-
-#: what every rank must share, in the order the message names them
+#: what every rank must share, in the order the start's message names them
 FIELDS = ("python", "mpinb", "jax", "jaxlib", "mpi4py", "mpi_library", "mpinb_library")
-WORDS = {"python": "Python", "mpinb": "mpinb", "jax": "JAX", "jaxlib": "jaxlib", "mpi4py": "mpi4py",
-         "mpi_library": "the MPI library", "mpinb_library": "mpinb's compiled library"}
 
 
-def _hosts(reports: list[dict], ranks: list[int]) -> str:
-    hosts = sorted({r["host"] for r in reports if r["rank"] in ranks})
-    return ", ".join(hosts)
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """A field that is not the same on every rank (or in the notebook): each value, with the
+    ranks and hosts that have it, lowest rank first."""
+
+    field: str                                               # one of FIELDS
+    values: tuple[tuple[object, tuple[int, ...], tuple[str, ...]], ...]  # (value, ranks, hosts)
+    notebook: object = None                                  # the notebook's value, where it differs
 
 
-def differences(reports: list[dict], notebook: dict) -> list[str]:
-    """One line per field that is not the same on every rank (and in the notebook, for the
-    fields the notebook has), naming the ranks and hosts of each value; a library that does
-    not load on some rank counts too."""
-    lines = []
+def _hosts(reports: list[dict], ranks: list[int]) -> tuple[str, ...]:
+    return tuple(sorted({r["host"] for r in reports if r["rank"] in ranks}))
+
+
+def differences(reports: list[dict], notebook: dict) -> list[Difference]:
+    """One Difference per field that is not the same on every rank (and in the notebook, for the
+    fields the notebook has); a library that does not load on some rank counts too."""
+    found = []
     for field in FIELDS:
         by_value = defaultdict(list)
         for report in reports:
@@ -33,12 +38,10 @@ def differences(reports: list[dict], notebook: dict) -> list[str]:
         differs_from_notebook = mine is not None and set(by_value) != {mine}
         broken = field == "mpinb_library" and set(by_value) != {"ok"}
         if len(by_value) > 1 or differs_from_notebook or broken:
-            parts = [f"{value} on {label(sorted(ranks))} ({_hosts(reports, ranks)})"
-                     for value, ranks in sorted(by_value.items(), key=lambda kv: min(kv[1]))]
-            if differs_from_notebook:
-                parts.append(f"{mine} in the notebook")
-            lines.append(f"{WORDS[field]}: {'; '.join(parts)}")
-    return lines
+            values = tuple((value, tuple(sorted(ranks)), _hosts(reports, ranks))
+                           for value, ranks in sorted(by_value.items(), key=lambda kv: min(kv[1])))
+            found.append(Difference(field, values, mine if differs_from_notebook else None))
+    return found
 
 
 def oversubscribed(reports: list[dict]) -> list[dict]:

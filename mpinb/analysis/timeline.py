@@ -3,11 +3,13 @@
 Each rank's library records when each of its mpinb calls started and ended (``RankRecord.timeline``,
 wall-clock seconds of the rank's host: on several hosts this assumes their clocks agree, as NTP
 keeps them within about a millisecond). The k-th collective of one rank is matched with the k-th
-of the others (point-to-point calls are not matched). ``summary(result)`` says it in one line;
-mpinb.view.timeline_svg draws it. Pure.
+of the others (point-to-point calls are not matched). mpinb.view.timeline_words says it in one
+line; mpinb.view.timeline_svg draws it. Pure.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from ..mpi_ops import POINT_TO_POINT
 
@@ -36,31 +38,39 @@ def matched(result) -> list[tuple[str, int, dict[int, tuple]]]:
     return out
 
 
-def waits(result) -> list[tuple[float, str]]:
-    """(seconds, sentence) for each matched collective whose ranks entered it at different
-    times, longest first: the last rank to arrive kept the others waiting."""
+@dataclasses.dataclass(frozen=True)
+class Wait:
+    """A matched collective whose ranks entered it at different times: the last rank to arrive
+    kept the first waiting ``seconds``."""
+
+    seconds: float
+    op: str
+    k: int          # the op's place among the rank's collectives, from 1
+    last: int
+    first: int
+
+
+def waits(result) -> list[Wait]:
+    """Each matched collective whose ranks entered it at different times, longest first."""
     out = []
     for op, k, at in matched(result):
         first = min(at, key=lambda r: at[r][1])
         last = max(at, key=lambda r: at[r][1])
         gap = at[last][1] - at[first][1]
         if gap >= NOTABLE_WAIT:
-            out.append((gap, f"{op} #{k}: rank {last} entered {gap:.3g} s after rank {first}"))
-    return sorted(out, reverse=True)
+            out.append(Wait(gap, op, k, last, first))
+    return sorted(out, key=lambda w: (w.seconds, w.op, w.k, w.last, w.first), reverse=True)
 
 
-def summary(result) -> str:
-    """'timeline: 48 mpinb calls per rank; longest wait: alltoall #25: rank 0 entered ...'"""
+def call_counts(result) -> tuple[int, int] | None:
+    """The fewest and the most mpinb calls a rank with a record made; None when no rank made one."""
     per_rank = events(result)
     if not per_rank:
-        return ""
+        return None
     counts = sorted({len(v) for r, v in per_rank.items() if result.records.get(r) is not None})
-    count = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    text = f"timeline: {count} mpinb call{'s' if counts[-1] != 1 else ''} per rank"
-    longest = waits(result)
-    if longest:
-        text += f"; longest wait: {longest[0][1]}"
-    dropped = sum(rec.timeline_dropped for rec in result.records.values() if rec is not None)
-    if dropped:
-        text += f" ({dropped} earlier calls not kept)"
-    return text
+    return counts[0], counts[-1]
+
+
+def dropped(result) -> int:
+    """How many earlier calls the ranks' libraries did not keep."""
+    return sum(rec.timeline_dropped for rec in result.records.values() if rec is not None)

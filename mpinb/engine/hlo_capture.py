@@ -25,8 +25,8 @@ from .state import STATE
 
 HLO_SUFFIX = ".cpu_after_optimizations.txt"
 MAX_HLO_CHARS = 2_000_000
-#: collectives of the modules compiled so far, in words, by module_key of their names
-MODULE_COLLECTIVES: dict[str, list[str]] = {}
+#: collectives of the modules compiled so far, as (name, group size), by module_key of their names
+MODULE_COLLECTIVES: dict[str, list[tuple[str, int | None]]] = {}
 #: [the modification time (ns) of the dump folder when it was last found empty, or None]
 _quiet: list[int | None] = [None]
 #: a folder's modification time is coarse: the kernel's coarse clock (ticks of 10 ms, which can
@@ -68,7 +68,7 @@ def new_hlo_modules() -> list[tuple[str, str]]:
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
     for name, text in out:
-        MODULE_COLLECTIVES[module_key(name)] = hlo.collectives_in_words(parse_module(text))
+        MODULE_COLLECTIVES[module_key(name)] = hlo.module_collectives(parse_module(text))
     return out
 
 
@@ -78,7 +78,7 @@ def module_key(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", hlo.base_name(name)).strip("_")
 
 
-def collectives_of(function: str) -> list[str]:
+def collectives_of(function: str) -> list[tuple[str, int | None]]:
     """The collectives of jitted ``function``'s module: compiled in an earlier cell, or in the
     running one (its dump file, read without deleting it: the cell's end reads and deletes it)."""
     key = module_key(f"jit_{function}")
@@ -87,7 +87,7 @@ def collectives_of(function: str) -> list[str]:
     for entry in sorted(os.listdir(STATE.dump), reverse=True):
         if entry.endswith(HLO_SUFFIX) and module_key(entry[: -len(HLO_SUFFIX)]) == key:
             with contextlib.suppress(OSError), open(os.path.join(STATE.dump, entry)) as fh:
-                return hlo.collectives_in_words(parse_module(fh.read(MAX_HLO_CHARS)))
+                return hlo.module_collectives(parse_module(fh.read(MAX_HLO_CHARS)))
             return []
     return []
 

@@ -192,13 +192,9 @@ def compare_passes(names, ns, value, eager_ns, eager_value, stdout, eager_stdout
         comps.extend(cmp.compare_trees("Out", value, eager_value, flatten))
     if stdout != eager_stdout:
         lines, eager_lines = len(stdout.splitlines()), len(eager_stdout.splitlines())
-        if lines != eager_lines:
-            detail = (f"the jitted run printed {lines} line{'s' * (lines != 1)}, the eager run {eager_lines} "
-                      "(Python code inside a jitted function runs only when it is traced)")
-        else:
-            detail = (f"the two runs printed different text ({lines} line{'s' * (lines != 1)} each; timings, "
-                      "or values computed differently)")
-        comps.append(cmp.Comparison("stdout", "different", quiet=True, detail=detail, printed=True))
+        cause = "line_count" if lines != eager_lines else "printed_text"
+        comps.append(cmp.Comparison("stdout", "different", cause=cause, jitted=lines, eager=eager_lines,
+                                    quiet=True, printed=True))
     return comps
 
 

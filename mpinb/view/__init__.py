@@ -5,7 +5,8 @@ Every sentence a user reads is written here, from facts the others return or rai
 summary and states (words), its notes (note_words), mpinb's errors (error_words, which gives
 mpinb.errors its voice), the start (start_words), the clusters here (cluster_words), the
 magic's confirmations (magic_words), a divergence (divergence_words), --compare's hints
-(hint_words).
+(hint_words) and comparisons (compare_words), the layout findings (hlo_words), a proven deadlock
+(deadlock_words), the timeline's line (timeline_words), library logs folded (log_words).
 
     from mpinb import view
     view.render_text(result, ViewOptions(by_rank=True))   # or render_html, mimebundle

@@ -7,8 +7,8 @@ of blocks for more dimensions. Drawn from the ``blocks`` of a value's summary
 
 from __future__ import annotations
 
-from ..analysis.grouping import label
 from ..wire.values import block_text
+from .rank_words import label
 
 #: at most this many row bands, column bands, or listed blocks are drawn
 MAX_BANDS = 16

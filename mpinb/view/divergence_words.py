@@ -46,4 +46,4 @@ def divergence_message(d: Divergence) -> str:
 
 def divergence_finding(d: Divergence) -> hlo.HloWarning:
     """The ``divergent`` finding the view shows for ``d`` (with the layout findings)."""
-    return hlo.HloWarning("divergent", None, WHAT_RAN, f"collective #{d.position}", divergence_message(d))
+    return hlo.HloWarning("divergent", None, WHAT_RAN, f"collective #{d.position}", d)

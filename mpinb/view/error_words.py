@@ -6,8 +6,9 @@ Pure: no IPython.
 from __future__ import annotations
 
 from .. import errors
-from ..analysis.grouping import label
 from .cluster_words import cluster_line
+from .rank_words import label
+from .start_words import difference_words
 from .words import RESULT_NAME, busy_words, death_words, lost_job_words
 
 #: how each state that fails a cell is said
@@ -131,7 +132,7 @@ def start_task_words(cause: str, task: str, rank: int | None = None, name: str |
 
 def ranks_differ_words(cause: str, differences) -> str:
     """PreflightError: what differs between the ranks (mpinb.analysis.rank_accounts), a line each."""
-    return ("the ranks cannot run together, they differ in\n  " + "\n  ".join(differences)
+    return ("the ranks cannot run together, they differ in\n  " + "\n  ".join(map(difference_words, differences))
             + "\ninstall the same versions on every host (and in the notebook's environment)")
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import html
 
-from ..analysis import hlo, timeline
-from ..analysis.grouping import label
 from ..cell_options import ViewOptions
 from . import images, links, timeline_svg
+from .hlo_words import REFERENCES
 from .note_words import notes_of
+from .rank_words import label
 from .text import DEFAULT_VIEW, findings, groups, rank_block
+from .timeline_words import timeline_summary
 from .words import finding_text, state_line, summary_line
 
 GRID_FROM = 16  # ranks: from here on the states are a grid of cells
@@ -77,7 +78,7 @@ def header_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
 
 
 def _finding_html(w, ranks, count: int = 1) -> str:
-    reference = hlo.KINDS[w.kind].reference
+    reference = REFERENCES[w.kind]
     target = links.href(reference)
     anchor = (f" See <a href='{html.escape(target)}' target='_blank'>{html.escape(reference.title)}</a>"
               if target else " " + html.escape(links.words(reference)))
@@ -94,7 +95,7 @@ def timeline_html(result) -> str:
     picture = timeline_svg.svg(result)
     if not picture:
         return ""
-    return (f"<div class='mpinb-timeline-block'><div>{html.escape(timeline.summary(result))}</div>"
+    return (f"<div class='mpinb-timeline-block'><div>{html.escape(timeline_summary(result))}</div>"
             f"{picture}</div>")
 
 

@@ -7,9 +7,20 @@ Otherwise the words say which document and section, and how to get the tutorials
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from ..tutorials import DEFAULT_DIR
+
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """Where something is explained: a section of a document that ships with mpinb."""
+
+    document: str    # a tutorial notebook's file name
+    anchor: str      # the section's anchor, as JupyterLab names headings
+    title: str       # the section's title, in words
+
 
 #: where a tutorial is looked for, relative to the notebook's folder
 FOLDERS = (".", DEFAULT_DIR)

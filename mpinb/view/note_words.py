@@ -5,12 +5,13 @@ running, ranks freed, messages dropped, the engines restarted), worded here. Pur
 
 from __future__ import annotations
 
+from .deadlock_words import deadlock_words
 from .words import dropped_words, freed_words, lost_job_words, restart_words, way_out
 
 
 def deadlock_note_words(deadlock) -> list[str]:
-    """The proven deadlock (mpinb.analysis.deadlock.Deadlock), as it says itself."""
-    return [deadlock.words()]
+    """The proven deadlock (mpinb.analysis.deadlock.Deadlock) in one sentence."""
+    return [deadlock_words(deadlock)]
 
 
 def job_ended_note_words(lost: dict) -> list[str]:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import html
 
+from ..analysis.rank_accounts import Difference
+from .rank_words import label
+
 #: the phases of a start (mpinb.cluster.mpi_cluster), as the bar names them
 START_PHASES = {"controller": "starting the controller", "registering": "engines registering",
                 "checking": "checking the ranks", "setup": "setting up the engines", "ready": "ready"}
@@ -38,3 +41,16 @@ def progress_html(phase: str, registered: int, n: int, seconds: float) -> str:
     bar = f"<progress value='{registered}' max='{n}' style='width:12em'></progress>"
     return (f"<div class='mpinb-start'>{html.escape(phase_words(phase))}: {bar} "
             f"{counted_words(registered, n, seconds)}</div>")
+
+
+#: how the start names each field the ranks must share (mpinb.analysis.rank_accounts.FIELDS)
+FIELD_WORDS = {"python": "Python", "mpinb": "mpinb", "jax": "JAX", "jaxlib": "jaxlib", "mpi4py": "mpi4py",
+               "mpi_library": "the MPI library", "mpinb_library": "mpinb's compiled library"}
+
+
+def difference_words(d: Difference) -> str:
+    """'JAX: 0.10.2 on ranks 0-2 (a, b); 0.9.0 on rank 3 (b)', '...; 0.2.0 in the notebook'."""
+    parts = [f"{value} on {label(ranks)} ({', '.join(hosts)})" for value, ranks, hosts in d.values]
+    if d.notebook is not None:
+        parts.append(f"{d.notebook} in the notebook")
+    return f"{FIELD_WORDS[d.field]}: {'; '.join(parts)}"

@@ -9,8 +9,9 @@ import re
 import typing
 
 from ..analysis import hlo
-from ..analysis.grouping import group_by, label
+from ..analysis.grouping import group_by
 from ..analysis.hlo_text import marked_lines
+from .rank_words import label
 from .words import finding_text, lost_job_words
 
 

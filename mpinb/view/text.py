@@ -10,14 +10,19 @@ most ``max_lines`` lines per rank (head and tail). Pure: no IPython.
 
 from __future__ import annotations
 
-from ..analysis import hlo, timeline
-from ..analysis.grouping import fold_logs, fold_rank_numbers, label, merge_sections
+from ..analysis import hlo
+from ..analysis.grouping import fold_rank_numbers, merge_sections
 from ..cell_options import ViewOptions
 from ..wire.values import describe
 from . import images
 from .blocks import picture
+from .compare_words import comparison_line
 from .hint_words import hint_words
+from .hlo_words import finding_brief
+from .log_words import fold_logs
 from .note_words import notes_of
+from .rank_words import label
+from .timeline_words import timeline_summary
 from .words import (
     RESULT_NAME,
     death_words,
@@ -87,7 +92,7 @@ def rank_sections(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=No
                      if summary.get("blocks")]
         sections += [("error", [f"error: {rec.error}", _indent(rec.error.traceback)] if rec.error else []),
                      ("eager", [f"eager run failed: {rec.eager_error}"] if rec.eager_error else [])]
-        sections += [(f"compare {c.name}", [f"compare: {c}"]) for c in rec.comparisons]
+        sections += [(f"compare {c.name}", [f"compare: {comparison_line(c)}"]) for c in rec.comparisons]
         sections.append(("hints", [f"hint: {hint_words(h)}" for h in rec.hints]))
         sections.append(("pictures", images.lines(result, rank, scales), images.key(result, rank)))
     return [(name, tuple(line for line in lines if line), *key) for name, lines, *key in sections]
@@ -103,7 +108,7 @@ def findings(result, by_rank: bool = False) -> list[tuple]:
         if by_rank and ranks != [None]:
             continue
         if w.small:
-            key = (w.kind, w.brief(), tuple(ranks))
+            key = (w.kind, finding_brief(w), tuple(ranks))
             if key in one_line:
                 one_line[key][2] += 1
                 continue
@@ -143,7 +148,7 @@ def render_text(result, view: ViewOptions = DEFAULT_VIEW, grouped=None) -> str:
     the same groups)."""
     lines = [summary_line(result, view.max_lines)]
     lines += [f"note: {note}" for note in notes_of(result)]
-    when = timeline.summary(result)
+    when = timeline_summary(result)
     scales = images.scales(result)
     if view.by_rank:
         for rank in result.ranks:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import signal
 
 from ..analysis import hlo
-from ..analysis.compare import summary as comparison_words
-from ..analysis.grouping import label
 from ..analysis.hlo_text import human_bytes
 from ..wire.status import finishing_queued_work, in_jitted_collective
 from . import links
+from .compare_words import comparisons_summary
+from .hlo_words import REFERENCES, collective_words, finding_brief, finding_plain
+from .rank_words import label
 
 
 def describe_inflight(info: dict | None, where: dict | None = None) -> str:
@@ -28,7 +29,7 @@ def describe_inflight(info: dict | None, where: dict | None = None) -> str:
             return f"blocked in {info['function']} ({human_bytes(info['bytes'])}{peer}, {waiting}){at}"
         return f"blocked in {info['op']} (call {info['call']}, {human_bytes(info['bytes'])}{peer}, {waiting}){at}"
     if where and where.get("call"):
-        held = ", ".join(where.get("collectives") or []) or "no collective known"
+        held = ", ".join(collective_words(*c) for c in where.get("collectives") or []) or "no collective known"
         return f"waits in jit({where['call']}) ({held}){at}"
     if finishing_queued_work(where):
         return f"finishing the work its jitted calls queued{at}"
@@ -165,9 +166,9 @@ def finding_text(w, ranks, link: bool = True, brief: bool | None = None, count: 
     who = "across ranks" if ranks == [None] else label(r for r in ranks if r is not None)
     brief = w.small if brief is None else brief
     times = f" ({count} copies)" if count > 1 else ""
-    text = w.brief() + times if brief else w.plain()
+    text = finding_brief(w) + times if brief else finding_plain(w)
     if link and not brief:
-        text += " " + links.words(hlo.KINDS[w.kind].reference)
+        text += " " + links.words(REFERENCES[w.kind])
     return f"{w.severity} [{w.kind}] {who}: {text}"
 
 
@@ -178,7 +179,7 @@ def comparison_summary(result) -> str:
     if any(rec and rec.eager_error for rec in result.records.values()):
         return "eager run failed"
     per_rank = {r: rec.comparisons for r, rec in result.records.items() if rec}
-    return comparison_words(per_rank) or "nothing to compare"
+    return comparisons_summary(per_rank) or "nothing to compare"
 
 
 def summary_line(result, max_lines: int | None = None) -> str:
@@ -223,8 +224,8 @@ def summary_line(result, max_lines: int | None = None) -> str:
 def findings_count(warnings) -> str:
     """'2 layout findings: 1 divergent (error), 1 relayout (info)' (errors first)."""
     findings = [w for w, _ in hlo.distinct(warnings)]
-    kinds = sorted({w.kind for w in findings}, key=lambda k: (hlo.SEVERITIES.index(hlo.KINDS[k].severity), k))
-    detail = ", ".join(f"{sum(w.kind == k for w in findings)} {k} ({hlo.KINDS[k].severity})" for k in kinds)
+    kinds = sorted({w.kind for w in findings}, key=lambda k: (hlo.SEVERITIES.index(hlo.KINDS[k]), k))
+    detail = ", ".join(f"{sum(w.kind == k for w in findings)} {k} ({hlo.KINDS[k]})" for k in kinds)
     return f"{len(findings)} layout finding{'s' if len(findings) != 1 else ''}" + (f": {detail}" if detail else "")
 
 

@@ -15,7 +15,7 @@ already has:
         "where": {"cell": "In[7]", "line": 5,          # the running cell's line,
                   "function": "stepper", "file": "In[3]", "file_is_cell": True, "file_line": 4,  # the
                   # innermost frame of the user's code,
-                  "call": "stepper", "collectives": ["all-reduce over 2 devices"]}  # a jitted call
+                  "call": "stepper", "collectives": [("all-reduce", 2)]}  # a jitted call
                  or {"cell": "In[7]", "settling": True}  # its code returned, its queued work runs
                  or None}                # (mpinb.engine.stall, mpinb.engine.settle)
 
