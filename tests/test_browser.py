@@ -146,8 +146,8 @@ from mpi4py import MPI
 from mpinb import mpi
 rank = MPI.COMM_WORLD.Get_rank()
 print("the same on every rank")
-if rank == 1:
-    time.sleep(0.5)
+if rank == 1:  # late by far more than ranks' starts differ on a loaded machine (0.7 s seen at 4 ranks on 2 cores)
+    time.sleep(3)
 total = mpi.allreduce(jnp.ones(3), op=MPI.SUM)
 print("total", total)"""
 LINES = 20_000
