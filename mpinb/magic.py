@@ -288,8 +288,8 @@ class MpiJaxMagics(Magics):
         raise UsageError(f"%mpijax: unknown command {cmd}")  # pragma: no cover
 
     def _cell(self, line: str, cell: str):
+        from .view.cell_view import mimebundle
         from .view.live import LiveOutput
-        from .view.widgets import mimebundle
 
         args = cell_parser().parse_args(shlex.split(line))
         cluster = self._require_cluster()

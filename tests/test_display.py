@@ -257,7 +257,7 @@ def test_timeline_shows_who_waited_for_whom():
 
 
 def test_live_output_is_throttled_and_capped(capsys):
-    live = view.LiveOutput([0, 1], use_widgets=False, max_lines=5, interval=3600)
+    live = view.LiveOutput([0, 1], rich=False, max_lines=5, interval=3600)
     for i in range(20):
         live(0, "stdout", f"line {i}\n")
     live(1, "stderr", "warn\n")
@@ -274,7 +274,7 @@ def test_live_output_first_text_goes_out_at_once_on_a_freshly_booted_machine(cap
     import time
 
     monkeypatch.setattr(time, "monotonic", lambda: 2.0)
-    live = view.LiveOutput([0], use_widgets=False, interval=60)
+    live = view.LiveOutput([0], rich=False, interval=60)
     live(0, "stdout", "first\n")
     live(0, "stdout", "second\n")
     assert capsys.readouterr().out == "[stdout:0] first\n"  # the second waits for the interval
@@ -283,7 +283,7 @@ def test_live_output_first_text_goes_out_at_once_on_a_freshly_booted_machine(cap
 
 
 def test_live_output_sends_held_lines_when_due_and_never_splits_a_line(capsys):
-    live = view.LiveOutput([0], use_widgets=False, interval=0.05)
+    live = view.LiveOutput([0], rich=False, interval=0.05)
     live(0, "stdout", "before the allreduce\nhal")
     assert capsys.readouterr().out == "[stdout:0] before the allreduce\n"  # whole lines only
     live(0, "stdout", "f a line\n")
@@ -316,18 +316,68 @@ def test_sixty_four_ranks_read_as_a_few_groups():
     assert page.count("title='rank ") == n and page.count("class='mpinb-rank'") == 4
 
 
+class Redrawn:
+    """A display handle that keeps what it was redrawn with (IPython's DisplayHandle.update)."""
+
+    def __init__(self):
+        self.bundles = []
+
+    def update(self, bundle, raw=False):
+        assert raw
+        self.bundles.append(bundle)
+
+    def last(self, mime):
+        return self.bundles[-1][mime]
+
+
+def test_live_display_is_redrawn_in_place_with_each_rank_s_lines():
+    """In a notebook the live boxes are one display redrawn in place (no Output widget, which
+    stalls headless clients: view/live.py): each rank's lines in its own box, stderr marked,
+    whole lines only, the text rendering with the same lines; nothing redrawn when nothing
+    changed; emptied when the cell ends."""
+    live = view.LiveOutput([0, 1], rich=True, interval=0)
+    live.handle = Redrawn()
+    live(0, "stdout", "a <b> & c\nhal")
+    live(1, "stderr", "warned\n")
+    live(0, "error", "Traceback ...")  # the final view shows errors
+    page = live.handle.last("text/html")
+    box0 = page.split("mpinb-live-output-0")[1].split("mpinb-live-output-1")[0]
+    assert "a &lt;b&gt; &amp; c" in box0 and "hal" not in box0 and "Traceback" not in page
+    assert "class='mpinb-live-stderr'" in page.split("mpinb-live-output-1")[1]
+    assert live.handle.last("text/plain").splitlines() == ["[rank 0]", "  a <b> & c", "[rank 1]", "  warned"]
+    drawn = len(live.handle.bundles)
+    live.tick()
+    assert len(live.handle.bundles) == drawn  # unchanged: not sent again
+    live.close()
+    assert "a &lt;b&gt; &amp; c\nhal" in live.handle.bundles[-2]["text/html"]  # the rest, at the end
+    assert live.handle.bundles[-1] == {"text/plain": "", "text/html": ""}
+
+
+def test_live_display_of_many_ranks_names_those_left_out():
+    live = view.LiveOutput(range(12), rich=True)
+    live.handle = Redrawn()
+    assert live.html().count("class='mpinb-live-column'") == 8
+    assert "ranks 8-11: their output shows when the cell ends" in live.html()
+    assert live.text().endswith("ranks 8-11: their output shows when the cell ends")
+
+
 def test_live_headers_show_each_rank_s_state_throttled():
     """Above each rank's live output: its state and time, in words, coloured by state; updated
     at most every state_interval seconds (the last state is kept for the next update)."""
-    live = view.LiveOutput([0, 1], use_widgets=True, state_interval=3600)
+    live = view.LiveOutput([0, 1], rich=True, state_interval=3600)
+    live.handle = Redrawn()
     blocked = {"op": "allreduce", "call": 2, "bytes": 12, "peer": -1, "seconds": 4.93}
     live.state(0, "running", 5.2, blocked, None)
     live.state(1, "finished", 0.0123, None, None)  # within the interval: held
-    assert "running 5 s, blocked in allreduce (call 2, 12 B, waiting 4.9 s)" in live.headers[0].value
-    assert "data-state='running'" in live.headers[0].value and "finished" not in live.headers[1].value
+    assert len(live.handle.bundles) == 1
+    rank0, rank1 = live.handle.last("text/html").split("class='mpinb-live-column'")[1:]
+    assert "running 5 s, blocked in allreduce (call 2, 12 B, waiting 4.9 s)" in rank0
+    assert "data-state='running'" in rank0 and "finished" not in rank1
+    assert "[rank 0] running 5 s, blocked in allreduce" in live.handle.last("text/plain")  # the same facts
     live.state_interval = 0
     live.state(1, "failed", 0.5, None, "ValueError")
-    assert "failed (ValueError)" in live.headers[1].value and "data-state='failed'" in live.headers[1].value
+    rank1 = live.handle.last("text/html").split("class='mpinb-live-column'")[2]
+    assert "failed (ValueError)" in rank1 and "data-state='failed'" in rank1
     assert view.live_words("finished", 0.0123, None, None) == "finished in 0.01 s"
     assert view.live_words("running", 2.4, None, None) == "running 2 s"
     # where the rank is, as the status thread reads it (mpinb.engine.stall)

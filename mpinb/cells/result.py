@@ -82,7 +82,7 @@ class CellResult:
         return render_text(self)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from ..view.widgets import mimebundle
+        from ..view.cell_view import mimebundle
 
         return mimebundle(self)
 

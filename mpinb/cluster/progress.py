@@ -20,9 +20,9 @@ class StartProgress:
         self.bar = self.handle = None
         if not show:
             return
-        from ..view.widgets import widgets_available
+        from ..view.cell_view import in_notebook
 
-        if widgets_available():  # a notebook front end
+        if in_notebook():  # a notebook front end
             from IPython.display import display
 
             self.handle = display(self._bundle(), raw=True, display_id=True)

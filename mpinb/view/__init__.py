@@ -1,4 +1,4 @@
-"""How results are shown in the notebook: text and HTML of a cell's result, the live widget
+"""How results are shown in the notebook: text and HTML of a cell's result, the live
 boxes while it runs, pictures, the timeline, the status and HLO tables, and their words.
 
 Every sentence a user reads is written here, from facts the others return or raise: a cell's
@@ -15,7 +15,7 @@ magic's confirmations (magic_words), a divergence (divergence_words), --compare'
 
 #: the package's names, each imported from its module on first use: a watchdog or ``mpinb list``
 #: that needs only the errors' words (error_words) does not load the renderers and NumPy
-_WHERE = {"CellView": "widgets", "LiveOutput": "live", "live_words": "words", "mimebundle": "widgets",
+_WHERE = {"CellView": "cell_view", "LiveOutput": "live", "live_words": "words", "mimebundle": "cell_view",
           "render_html": "html", "render_text": "text"}
 
 __all__ = sorted(_WHERE)

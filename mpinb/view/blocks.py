@@ -1,6 +1,6 @@
 """The picture of which rank holds which block of a JAX array spread over several devices (what
-``jax.debug.visualize_array_sharding`` draws on one process), as text lines that the text, HTML
-and widget views all show: a grid of row bands by column bands for 1-D and 2-D arrays, a list
+``jax.debug.visualize_array_sharding`` draws on one process), as text lines that the text and HTML
+views both show: a grid of row bands by column bands for 1-D and 2-D arrays, a list
 of blocks for more dimensions. Drawn from the ``blocks`` of a value's summary
 (mpinb.wire.values.blocks_of), which every rank knows whole.
 """

@@ -1,4 +1,4 @@
-"""The per-rank view as HTML (``text/html``, and the widget's parts): the summary and notes, a
+"""The per-rank view as HTML (``text/html``): the summary and notes, a
 card per group of ranks (or per rank), the layout findings, the collectives' timeline. Pure.
 """
 
@@ -69,7 +69,7 @@ def state_grid_html(result) -> str:
 
 def header_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
     """The summary line and every note (restart advice, lost job, HLO capture): shown above the
-    ranks by both the HTML view and the widget, as the text view shows them."""
+    ranks by the HTML view as the text view shows them."""
     summary = html.escape(summary_line(result, view.max_lines))
     head = f"<div class='mpinb-summary' style='font-weight:bold'>{summary}</div>"
     notes = "".join(f"<div class='mpinb-note' style='color:#c62828'>note: {html.escape(n)}</div>"

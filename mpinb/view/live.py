@@ -1,6 +1,14 @@
 """Each rank's output and state while a cell runs: in a notebook one box per rank (its state
 and time above, what it printed below), elsewhere ``[stdout:N]`` prefixed lines. The final view
 replaces the boxes when the cell ends.
+
+In a notebook the boxes are one display, redrawn in place (``update_display_data``), not
+ipywidgets ``Output`` areas: a headless client (``jupyter execute``, papermill, ``nbconvert
+--execute``, all nbclient) answers every output captured in an ``Output`` widget with a message on
+the shell channel while it waits for the cell's reply on that same socket, and that send can
+swallow the reply's wake-up, so that the run stalls for the client's whole cell timeout, or for
+ever without one (docs/troubleshooting.md, "A headless run stalls"). A display update asks
+nothing of the client.
 """
 
 from __future__ import annotations
@@ -9,55 +17,48 @@ import html
 import sys
 import time
 
+from .cell_view import RANKS_PER_PAGE, in_notebook
 from .html import STATE_COLORS
-from .widgets import RANKS_PER_PAGE, widgets_available
+from .rank_words import label
 from .words import live_words
+
+#: a live display larger than this is redrawn at most once a second (each redraw sends it whole)
+LARGE = 64 * 1024
 
 
 class LiveOutput:
-    """Streams each rank's output while a cell runs, throttled and appended: in a notebook into
-    one ipywidgets ``Output`` area per rank (what is printed inside it is appended by the front
-    end, never resent), elsewhere as ``[stdout:N]`` prefixed lines. At most ``max_lines`` lines
-    per rank are streamed (the final view has the head and tail of everything, the result all
-    of it); text is sent at most every ``interval`` seconds (``tick()``, called by the cell's
-    wait loop, sends what is due even when no new text comes). Above each rank's area, its
-    state and time while the cell runs (``state()``)."""
+    """Streams each rank's output while a cell runs, throttled: in a notebook as one display of
+    a box per rank, redrawn in place; elsewhere as ``[stdout:N]`` prefixed lines. At most
+    ``max_lines`` lines per rank are streamed (the final view has the head and tail of
+    everything, the result all of it); text is sent at most every ``interval`` seconds
+    (``tick()``, called by the cell's wait loop, sends what is due even when no new text
+    comes). Above each rank's box, its state and time while the cell runs (``state()``)."""
 
-    def __init__(self, ranks, use_widgets: bool | None = None, max_lines: int | None = 200,
+    def __init__(self, ranks, rich: bool | None = None, max_lines: int | None = 200,
                  interval: float = 0.2, state_interval: float = 0.5):
         self.ranks = list(ranks)
         self.state_interval = state_interval
-        self.use_widgets = widgets_available() if use_widgets is None else use_widgets
+        self.rich = in_notebook() if rich is None else rich
         self.max_lines = max_lines or None
         self.interval = interval
         self.handle = None
-        self.areas = {}
         self.pending: dict[tuple[int, str], str] = {}   # (rank, stream) -> text not yet sent
         self.lines: dict[int, int] = dict.fromkeys(self.ranks, 0)
         self.cut: set[int] = set()
         self.last_flush: float | None = None  # never: the first text goes out at once
-        self.headers = {}
+        self.shown: dict[int, list[tuple[str, str]]] = {r: [] for r in self.ranks}  # rank -> (stream, text) sent
         self.states: dict[int, tuple[str, str]] = {}  # rank -> (state, words) shown in its header
         self.last_states: float | None = None         # when the headers were last updated
-        if self.use_widgets:
-            import ipywidgets as w
+        self.drawn = ""                               # the display's HTML as last sent
+        self.last_drawn: float | None = None
+        if self.rich:
             from IPython.display import display
 
-            # the column grows sideways; the output area inside it takes the height of its text
-            # (a flex basis of 0 in a column would give it none), up to 12 lines, then scrolls
-            self.areas = {r: w.Output(layout=w.Layout(min_height="1.5em", max_height="12em", overflow="auto",
-                                                      border="1px solid #ddd"))
-                          for r in self.ranks}
-            self.headers = {r: w.HTML(self._header(r, "starting", "")) for r in self.ranks}
-            columns = [w.VBox([self.headers[r], self.areas[r]], layout=w.Layout(flex="1 1 0", min_width="14em"))
-                       for r in self.ranks[:RANKS_PER_PAGE]]
-            for r, column in zip(self.ranks, columns, strict=False):
-                column.add_class("mpinb-live-column")
-                self.areas[r].add_class(f"mpinb-live-output-{r}")
-            self.handle = display(w.HBox(columns, layout=w.Layout(flex_flow="row wrap")), display_id=True)
+            self.handle = display(self.bundle(), raw=True, display_id=True)
+            self.drawn = self.html()
 
     def __call__(self, rank: int, stream: str, text: str) -> None:
-        if self.use_widgets and stream == "error" and rank in self.areas:
+        if self.rich and stream == "error":
             return  # the final view shows errors with their traceback
         if rank in self.cut:
             return
@@ -75,40 +76,30 @@ class LiveOutput:
         self.pending[(rank, stream)] = self.pending.get((rank, stream), "") + text
         self.tick()
 
-    @staticmethod
-    def _header(rank: int, state: str, words: str) -> str:
-        color = STATE_COLORS.get(state, "#555")
-        detail = (f" <span class='mpinb-live-state' data-state='{state}' style='color:{color}'>"
-                  f"{html.escape(words)}</span>")
-        return f"<div class='mpinb-live' data-rank='{rank}'><b>rank {rank}</b>{detail if words else ''}</div>"
-
     def state(self, rank: int, state: str, seconds: float, inflight: dict | None, error_name: str | None,
               where: dict | None = None) -> None:
-        """Show where ``rank`` is (its header, above its output; widgets only): running for how
-        long, in which collective and at which line, or finished or failed, updated at most
+        """Show where ``rank`` is (its header, above its output; in a notebook only): running for
+        how long, in which collective and at which line, or finished or failed, updated at most
         every ``state_interval`` seconds."""
-        if rank not in self.headers:
+        if not self.rich or rank not in self.shown:
             return
         self.states[rank] = (state, live_words(state, seconds, inflight, error_name, where))
         now = time.monotonic()
         if self.last_states is not None and now - self.last_states < self.state_interval:
             return
         self.last_states = now
-        for r, (st, words) in self.states.items():
-            value = self._header(r, st, words)
-            if self.headers[r].value != value:
-                self.headers[r].value = value
+        self._redraw(force=True)
 
     def tick(self) -> None:
         """Send what is held if the interval is up."""
         if self.pending and (self.last_flush is None or time.monotonic() - self.last_flush >= self.interval):
             self.flush()
+        elif self.rich:
+            self._redraw()
 
     def _send(self, rank: int, stream: str, text: str) -> None:
-        if self.use_widgets and rank in self.areas:
-            with self.areas[rank]:
-                sys.stdout.write(text)
-                sys.stdout.flush()
+        if self.rich:
+            self.shown.setdefault(rank, []).append((stream, text))
             return
         prefix = f"[{stream}:{rank}] "
         sys.stdout.write("".join(prefix + line + "\n" for line in text.rstrip("\n").split("\n")))
@@ -127,10 +118,80 @@ class LiveOutput:
                 self.pending[key] = rest
             else:
                 del self.pending[key]
-        sys.stdout.flush()
+        if self.rich:
+            self._redraw(force=partial)
+        else:
+            sys.stdout.flush()
+
+    def _redraw(self, force: bool = False) -> None:
+        """Draw the display again if it changed (a large one at most once a second)."""
+        if self.handle is None:
+            return
+        page = self.html()
+        if page == self.drawn:
+            return
+        now = time.monotonic()
+        if (not force and len(page) > LARGE and self.last_drawn is not None and now - self.last_drawn < 1.0):
+            return
+        self.handle.update(self.bundle(page), raw=True)
+        self.drawn, self.last_drawn = page, now
+
+    # -- what the display shows: the same facts in HTML and in text ------------------------------
+
+    def _state_of(self, rank: int) -> tuple[str, str]:
+        return self.states.get(rank, ("starting", ""))
+
+    @staticmethod
+    def _header(rank: int, state: str, words: str) -> str:
+        color = STATE_COLORS.get(state, "var(--jp-ui-font-color2, #555)")
+        detail = (f" <span class='mpinb-live-state' data-state='{state}' style='color:{color}'>"
+                  f"{html.escape(words)}</span>")
+        return f"<div class='mpinb-live' data-rank='{rank}'><b>rank {rank}</b>{detail if words else ''}</div>"
+
+    def _box(self, rank: int) -> str:
+        """What ``rank`` printed, in a box that keeps its last lines in sight (a reversed column
+        scrolls from the bottom) and grows up to 12 lines."""
+        body = "".join(
+            f"<span class='mpinb-live-stderr' style='color:var(--jp-error-color1, #c62828)'>{html.escape(text)}</span>"
+            if stream != "stdout" else html.escape(text)
+            for stream, text in self.shown.get(rank, []))
+        return (f"<div class='mpinb-live-output-{rank}' style='min-height:1.5em;max-height:12em;overflow:auto;"
+                "display:flex;flex-direction:column-reverse;border:1px solid var(--jp-border-color2, #ddd)'>"
+                "<pre style='margin:0;padding:2px 4px;font-size:12px;white-space:pre-wrap;"
+                f"background:transparent'>{body}</pre></div>")
+
+    def html(self) -> str:
+        """The boxes of the first RANKS_PER_PAGE ranks side by side, and which ranks are left out."""
+        columns = "".join(
+            f"<div class='mpinb-live-column' style='flex:1 1 0;min-width:14em'>"
+            f"{self._header(r, *self._state_of(r))}{self._box(r)}</div>"
+            for r in self.ranks[:RANKS_PER_PAGE])
+        more = self.ranks[RANKS_PER_PAGE:]
+        rest = (f"<div class='mpinb-live-more'>{html.escape(self.more_words(more))}</div>" if more else "")
+        return f"<div class='mpinb-live-view' style='display:flex;flex-flow:row wrap;gap:4px'>{columns}</div>{rest}"
+
+    @staticmethod
+    def more_words(ranks: list[int]) -> str:
+        return f"{label(ranks)}: their output shows when the cell ends"
+
+    def text(self) -> str:
+        """The same facts as plain text: each shown rank's state, then its lines."""
+        out = []
+        for rank in self.ranks[:RANKS_PER_PAGE]:
+            _state, words = self._state_of(rank)
+            out.append(f"[rank {rank}] {words}".rstrip())
+            printed = "".join(text for _stream, text in self.shown.get(rank, []))
+            out.extend("  " + line for line in printed.rstrip("\n").split("\n") if printed)
+        more = self.ranks[RANKS_PER_PAGE:]
+        if more:
+            out.append(self.more_words(more))
+        return "\n".join(out)
+
+    def bundle(self, page: str | None = None) -> dict:
+        return {"text/plain": self.text(), "text/html": self.html() if page is None else page}
 
     def close(self) -> None:
-        """Send the rest and remove the live areas (the final view replaces them)."""
+        """Send the rest and remove the live display (the final view replaces it)."""
         self.flush(partial=True)
         if self.handle is not None:  # empty in every format (no "<HTML object>" in a text rendering)
             self.handle.update({"text/plain": "", "text/html": ""}, raw=True)

@@ -1,5 +1,5 @@
 """The per-rank view as text (``text/plain``: terminals, nbconvert, tests), and the sections it
-is made of, which the HTML view and the widget share.
+is made of, which the HTML view shares.
 
 Grouped by default, as ``dshbak -c`` groups pdsh output: what several ranks printed or computed
 identically is shown once under ``[ranks 0-3]``, only what differs per rank; the ranks' states

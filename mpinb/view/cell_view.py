@@ -1,7 +1,8 @@
 """A finished cell's view in a notebook (``CellView``: static HTML and text, the same facts in
 both, readable after a kernel restart, on GitHub, in nbconvert, in terminals and tests), and
-whether the front end has ipywidgets (the live boxes while a cell runs: mpinb.view.live).
-Widgets are imported lazily: ``import mpinb`` needs neither IPython nor ipywidgets.
+whether the code runs in a notebook's kernel (where the live boxes while a cell runs,
+mpinb.view.live, and the start's progress are displays redrawn in place). ``import mpinb``
+needs neither IPython nor a kernel.
 """
 
 from __future__ import annotations
@@ -15,26 +16,20 @@ from .text import DEFAULT_VIEW, groups, render_text
 RANKS_PER_PAGE = 8
 
 
-def widgets_available() -> bool:
-    """True inside a Jupyter kernel with ipywidgets importable."""
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel, whose front end shows HTML and redraws a display in place."""
     ip = sys.modules.get("IPython")
     if ip is None:
         return False
     shell = ip.get_ipython()
-    if shell is None or not hasattr(shell, "kernel"):
-        return False
-    try:
-        import ipywidgets  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return shell is not None and hasattr(shell, "kernel")
 
 
 def mimebundle(result, view: ViewOptions = DEFAULT_VIEW) -> dict:
     """A finished cell's view: static HTML and text, the same facts in both. Never a widget: its
     model dies with the kernel, and a saved notebook would show a broken widget after a restart,
     and nothing on GitHub or in nbconvert, where a widget output is preferred to the HTML beside
-    it. (While a cell runs, its ranks' boxes are live widgets: mpinb.view.live.)"""
+    it. (While a cell runs, its ranks' boxes are a display redrawn in place: mpinb.view.live.)"""
     grouped = None if view.by_rank else groups(result, view)  # made once, shown in both
     return {"text/plain": render_text(result, view, grouped), "text/html": render_html(result, view, grouped)}
 
