@@ -30,14 +30,14 @@ KINDS = {
              "test_validation_properties.py", "test_cluster_config.py", "test_library.py",
              "test_stall.py", "test_package.py", "test_start_checks.py", "test_deadlock_proof.py",
              "test_freeing.py", "test_by_name.py", "test_docs_sources.py", "test_divergence.py",
-             "test_restarted_view.py", "test_identity.py", "test_notebook_client.py",
+             "test_restarted_view.py", "test_identity.py", "test_upstream_stall.py",
              "test_bounded_records.py", "test_upkeep_verdicts.py",
              "test_abi.py", "test_cluster_options.py"],
     # the collective suite: in this process (world size 1), and on 2 and 4 ranks by test_ranks.py
     "multi_rank": ["collectives/", "test_ranks.py", "test_mpi_watch.py", "test_shared_cores.py"],
     "cluster": ["test_magic.py", "test_faults.py", "test_output.py", "test_soak.py", "test_notebooks.py",
                 "test_jax_native.py", "test_lifetime.py", "test_cluster_upkeep.py", "test_deadlocks_on_cluster.py",
-                "test_controller.py", "test_divergence_cells.py"],
+                "test_controller.py", "test_divergence_cells.py", "test_headless.py"],
     "topology": ["test_other_host.py", "test_slurm.py"],
     "browser": ["test_browser.py"],
     # the built documentation site in a browser: run last, after the notebook tests saved the runs it shows

@@ -1,4 +1,6 @@
-"""The workshop notebooks, executed with nbclient on 2 ranks; their text renderings checked.
+"""The workshop notebooks, executed headless on 2 ranks with the tools users use (plain
+``jupyter execute`` and papermill, half of them each); their text renderings checked, and that no
+cell waited on the client (tests/support/headless.py).
 
 Each executed notebook is saved to tests/artifacts/notebooks/, where the documentation site's
 build takes it (docs/conf.py): the site shows the outputs of this run, and CI runs no notebook
@@ -12,30 +14,29 @@ from pathlib import Path
 import jupytext
 import nbformat
 import pytest
-from support.notebook_client import SlicedClient
+from nbclient import NotebookClient
+from support import headless
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "mpinb" / "tutorials"  # what the package ships
 TWINS = ROOT / "notebooks"  # their jupytext twins, for readable diffs
 EXECUTED = ROOT / "tests" / "artifacts" / "notebooks"  # read by docs/conf.py
+#: which tool runs each tutorial (the long notebook of plain cells runs under both: test_headless.py)
+TOOL = {"01_quickstart": "jupyter-execute", "02_debugging_transpose": "papermill", "03_pencil_fft": "jupyter-execute",
+        "04_jax_native": "papermill", "05_distributed_cg": "jupyter-execute", "06_hangs": "papermill"}
+#: seconds each cell may take (the longest, a restart after a hang, takes about 15 s)
+CELL_TIMEOUT = 180
 
 
 def execute(name):
-    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    old = os.environ.get("MPINB_NOTEBOOK_RANKS")
-    os.environ["MPINB_NOTEBOOK_RANKS"] = "2"
-    try:
-        SlicedClient(nb, timeout=600, kernel_name="python3",
-                       resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
-    finally:
-        if old is None:
-            os.environ.pop("MPINB_NOTEBOOK_RANKS")
-        else:
-            os.environ["MPINB_NOTEBOOK_RANKS"] = old
+    stem = name.removesuffix(".ipynb")
+    # whole or not at all: .ci/run builds the site when all six are there
+    partial = EXECUTED.parent / "notebooks-partial" / name
+    nb = headless.run(TOOL[stem], NOTEBOOKS / name, partial, CELL_TIMEOUT, env={"MPINB_NOTEBOOK_RANKS": "2"})
+    assert headless.late_starts(nb) == [], f"{TOOL[stem]} held cells back (cell index, seconds late)"
     assert widget_outputs(nb) == [], "finished cells keep widget views (broken after a kernel restart)"
     EXECUTED.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, EXECUTED / f"{name}.partial")  # whole or not at all: .ci/run builds the site when all are there
-    os.replace(EXECUTED / f"{name}.partial", EXECUTED / name)
+    os.replace(partial, EXECUTED / name)
     return nb
 
 
@@ -152,7 +153,7 @@ def test_pencil_fft():
 
 
 def test_tracebacks_name_cells_by_their_prompts_through_reruns_and_restarts():
-    """Executed by nbclient as a notebook front end runs it: each failing %%mpijax cell's
+    """Executed by plain nbclient as a notebook front end runs it: each failing %%mpijax cell's
     traceback says ``Cell In[N]`` with the prompt number the notebook shows for that cell, for
     a first cell, the same cell run again, after ``%mpijax restart`` and after a kernel restart
     (where the count starts again at 1). The error under the view is one line."""
@@ -161,7 +162,7 @@ def test_tracebacks_name_cells_by_their_prompts_through_reruns_and_restarts():
         nbformat.v4.new_code_cell("%load_ext mpinb\n%mpijax start -n 2"),
         nbformat.v4.new_code_cell("%%mpijax --setup\nfrom mpi4py import MPI\nrank = MPI.COMM_WORLD.Get_rank()"),
         failing, nbformat.v4.new_code_cell("%mpijax restart"), nbformat.v4.new_code_cell("%mpijax stop")])
-    client = SlicedClient(nb, timeout=600, kernel_name="python3", allow_errors=True)
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", allow_errors=True)
     seen = []
 
     def run(index):
