@@ -4,7 +4,7 @@
     ├── ClusterError          the cluster could not be started, reached or used
     │   ├── ClusterNotRunning no cluster was started, or it was stopped
     │   ├── ClusterBusy       ranks still run (or are blocked in MPI inside) an earlier cell
-    │   ├── ClusterLost       the MPI job ended (a rank died): only a restart helps
+    │   ├── ClusterLost       the MPI job ended, or the cluster ended outside the notebook: restart
     │   ├── ClusterHeld       attach: another live kernel holds the cluster (force takes it over)
     │   ├── LauncherError     a launcher cannot be used as asked (not installed, bad option)
     │   ├── PreflightError    the ranks differ (versions, MPI library) from each other or the notebook
@@ -103,7 +103,8 @@ class PreflightError(ClusterError):
 
 
 class ClusterLost(ClusterError):
-    """The MPI job ended (a rank died); only a restart helps."""
+    """The MPI job ended (a rank died), or the cluster ended outside this notebook (``cause``
+    "ended_outside": stopped by ipyparallel, its controller or its job killed); only a restart helps."""
 
 
 class ControllerError(ClusterError):

@@ -124,7 +124,7 @@ def test_bad_size_is_refused(n):
 
 def test_not_running_cluster_status_and_run_cell():
     cluster = MPICluster(n=2)
-    assert cluster.status() == {"running": False, "n": 2}
+    assert cluster.status() == {"running": False, "n": 2, "lost": None, "ended": None, "setup_cells": 0}
     with pytest.raises(RuntimeError, match="no cluster running"):
         cluster.run_cell("1")
 

@@ -113,6 +113,8 @@ class CellRun:
         self.woken: list[int] = []                 # ranks the stop button freed where they waited
         self.freed_at: dict[int, dict | None] = {}  # ranks freed after a proven deadlock: where each waited
         self.report = state_reporter(stream)      # stream.state, if the stream shows states
+        self.ended: dict | None = None             # the cluster ended outside the notebook meanwhile: how
+        self.mended: list[dict] = []               # what the cluster mended before the cell (its notes)
 
     def run(self) -> CellResult:
         """Run every phase in turn and return the cell's result."""
@@ -152,7 +154,7 @@ class CellRun:
     # ----------------------------------------------------------------------- submit
     def claim_cluster(self) -> None:
         """Make sure the cluster can take a cell (else raise) and start a new one on it."""
-        self.cluster.ensure_ready()
+        self.mended = self.cluster.ensure_ready()
         self.cluster.begin_cell()
 
     def check_options(self) -> None:
@@ -228,7 +230,7 @@ class CellRun:
         """Wait for the rest of each finished rank's output (a result can arrive before it), pump it."""
         for r, ar in self.pending.items():
             if ar.ready() and not self.record(r).engine_died:
-                ar.wait_for_output(OUTPUT_WAIT)
+                ar.wait_for_output(0 if self.ended else OUTPUT_WAIT)  # ended: nothing more will come
         self.pump_output()
 
     # ----------------------------------------------------------------------- wait
@@ -266,6 +268,9 @@ class CellRun:
     def _only_dead_left(self, now: float) -> bool:
         """Check which ranks died (a death starts the grace period); True if no live rank is still running."""
         self.last_liveness = now
+        self.ended = self.cluster.ended_outside(job=False)  # stopped outside, or its controller gone
+        if self.ended is not None:
+            return True  # every rank still running is gone with it (settle_deaths)
         self.dead = {r: why for r, why in self.cluster.dead_ranks().items() if r in self.pending}
         if not self.dead:
             return False
@@ -333,7 +338,11 @@ class CellRun:
     def settle_deaths(self) -> None:
         """If a rank died or did not finish, settle which ranks are dead and why (see _settle_deaths)."""
         engine_died = [r for r, ar in self.pending.items() if ar.ready() and self.record(r).engine_died]
-        if engine_died or self.dead or not self.all_ready():
+        if self.ended is not None:  # what the MPI launcher said of the ranks before it was ended, if anything
+            records = self.cluster.exit_records()
+            self.dead = {r: records.get(r, {"returncode": None}) for r, ar in self.pending.items()
+                         if not ar.ready() or r in engine_died}
+        elif engine_died or self.dead or not self.all_ready():
             self.dead, self.taken_down = _settle_deaths(self.cluster, self.pending, engine_died)
 
     # ----------------------------------------------------------------------- collect
@@ -374,15 +383,20 @@ class CellRun:
 
     def _job_notes(self, running: list[int], inflight: dict[int, dict | None],
                    where: dict[int, dict | None]) -> list[Note]:
-        """What to do next when the MPI job ended (marking the cluster lost) or ranks still run."""
+        """What to do next when the cluster ended outside the notebook or the MPI job ended
+        (marking the cluster so), or ranks still run; and what the cluster mended before the cell."""
+        mended = [Note(fact["cause"], fact) for fact in self.mended]
+        if self.ended is not None:
+            self.cluster.mark_ended(self.ended)
+            return [Note("ended_outside", {"ended": self.ended, "replayed": len(self.cluster.setup_cells)}), *mended]
         if self.dead:
             cause = self._cause_of_death()
             self.cluster.mark_lost(cause)
-            return [Note("job_ended", {"lost": cause})]
+            return [Note("job_ended", {"lost": cause}), *mended]
         if not running:
-            return []
+            return mended
         return [Note("way_out", {"running": running, "inflight": inflight, "where": where,
-                                 "replayed": len(self.cluster.setup_cells)})]
+                                 "replayed": len(self.cluster.setup_cells)}), *mended]
 
     def _cause_of_death(self) -> dict:
         """{"rank": R, and its death} for the first dead rank not merely taken down by the MPI launcher."""

@@ -27,8 +27,10 @@ def first_remote_error(exc) -> tuple[int | None, str, str]:
 
 def status(cluster) -> dict:
     """The cluster at a glance (MPICluster.status)."""
-    if not cluster.running:
-        return {"running": False, "n": cluster.n}
+    cluster.notice_outside_end()
+    if not cluster.running:  # and, if it ended without a stop from this notebook, how
+        return {"running": False, "n": cluster.n, "lost": cluster.lost, "ended": cluster.ended,
+                "setup_cells": len(cluster.setup_cells)}
     return {
         "running": True,
         "launcher": cluster.launcher + (f" ({cluster.slurm_mode})" if cluster.slurm_mode else ""),
@@ -112,6 +114,18 @@ def launcher_ended(cluster):
             status = None
         return "unknown" if status is None else status
     return None
+
+
+def controller_exit(cluster):
+    """The exit status of the controller this process started, once it has ended; None while it
+    runs, or when another process started it (an attached cluster's)."""
+    process = getattr(getattr(cluster._cluster, "controller", None), "process", None)
+    if not isinstance(process, psutil.Process):
+        return None
+    try:
+        return process.wait(timeout=0)
+    except (psutil.TimeoutExpired, psutil.Error):
+        return None
 
 
 def launcher_output(cluster) -> str:

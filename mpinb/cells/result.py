@@ -12,7 +12,8 @@ from ..wire.records import RankRecord, State
 @dataclasses.dataclass(frozen=True)
 class Note:
     """A fact worth saying above a cell's view: its ``cause`` ("deadlock", "job_ended",
-    "way_out", "hlo_capture_off", "freed", "dropped", "restarted", "restart_failed") and the
+    "ended_outside", "watchdog_replaced", "way_out", "hlo_capture_off", "freed", "dropped",
+    "restarted", "restart_failed") and the
     facts it is said from; mpinb.view.note_words words it."""
 
     cause: str

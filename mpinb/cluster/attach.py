@@ -68,7 +68,7 @@ def attach(cluster_class, cluster_id: str | None = None, *, force: bool = False,
     cluster.setup_cells = list(record.get("setup_cells", []))
     cluster.started_at = record.get("started_at")
     cluster.start_seconds = record.get("start_seconds")
-    registry.update(record["id"], holder=registry.me(), released_at=None)
+    cluster.record = registry.update(record["id"], holder=registry.me(), released_at=None)
     return cluster
 
 

@@ -23,13 +23,17 @@ def process_entry(pid: int) -> dict | None:
     return identity.of(pid)
 
 
-def local_processes(ipp_cluster) -> list[dict]:
-    """The processes ipyparallel started on this host for the cluster: the MPI launchers (each
-    the leader of its own process group), then the controller."""
+def launcher_processes(ipp_cluster) -> list[dict]:
+    """The MPI launchers ipyparallel started on this host for the cluster, each the leader of its
+    own process group (none for a batch job, whose ``sbatch`` leaves nothing running here)."""
     launchers = [getattr(es, "process", None) for es in getattr(ipp_cluster, "engines", {}).values()]
+    return [e for e in (process_entry(p.pid) for p in launchers if isinstance(p, psutil.Process)) if e is not None]
+
+
+def controller_process(ipp_cluster) -> dict | None:
+    """The controller ipyparallel started on this host for the cluster."""
     controller = getattr(getattr(ipp_cluster, "controller", None), "process", None)
-    pids = [p.pid for p in [*launchers, controller] if isinstance(p, psutil.Process)]
-    return [e for e in map(process_entry, pids) if e is not None]
+    return process_entry(controller.pid) if isinstance(controller, psutil.Process) else None
 
 
 def options_of(cluster) -> dict:
@@ -42,6 +46,7 @@ def options_of(cluster) -> dict:
 def register(cluster, ipp_cluster) -> subprocess.Popen:
     """Write the cluster's file (this process its holder) and start its watchdog."""
     security = os.path.join(ipp_cluster.profile_dir, "security")
+    launchers, controller = launcher_processes(ipp_cluster), controller_process(ipp_cluster)
     record = {
         "id": cluster.cluster_id,
         "n": cluster.n,
@@ -53,7 +58,11 @@ def register(cluster, ipp_cluster) -> subprocess.Popen:
         "keep_alive": cluster.keep_alive,
         "options": options_of(cluster),
         "own_id": cluster._own_cluster_id,
-        "processes": local_processes(ipp_cluster),
+        # what the watchdog ends, in this order, and what says that the cluster ended outside
+        # its notebook (mpinb.cluster.outside_end)
+        "processes": [*launchers, *([controller] if controller else [])],
+        "launchers": launchers,
+        "controller": controller,
         "slurm_job_name": (f"mpinb-{cluster.cluster_id}" if cluster.launcher == "slurm" else None),
         "workdir": cluster.workdir,
         "profile_dir": ipp_cluster.profile_dir,

@@ -35,10 +35,11 @@ from ..cluster_options import ClusterOptions
 from ..errors import ClusterBusy, ClusterError, ClusterLost, ClusterNotRunning
 from ..launch.launchers import launcher_for, slurm_mode
 from ..view import error_words as _error_words  # noqa: F401 - gives mpinb.errors its voice
-from . import lifetime, registry
+from . import lifetime, outside_end, registry, upkeep
 from .progress import StartProgress
 from .settled_messages import SettledMessages
 from .start_phases import run_start
+from .watchdog import kill_with_group
 
 
 class MPICluster:
@@ -75,6 +76,8 @@ class MPICluster:
         self._direct_views: dict = {}     # ranks -> DirectView of them (made once per client)
         self._settled = SettledMessages()  # ipyparallel's records of earlier cells' messages, forgotten
         self.lost: dict | None = None     # why the MPI job is gone, once it is: a rank and its death
+        self.ended: dict | None = None    # how it ended outside this notebook (mpinb.cluster.outside_end)
+        self.record: dict | None = None   # its registry file as written at its start or attach
         self._own_cluster_id = False      # the id was made here (a restart makes a new one)
 
     @property
@@ -143,15 +146,24 @@ class MPICluster:
         """Stop engines and controller (idempotent). Engines are killed, not asked: their
         namespaces are discarded anyway, and a rank blocked inside MPI would not answer."""
         self._teardown()
+        self.lost = self.ended = None
 
-    def _teardown(self) -> None:
+    def _teardown(self, ended: bool = False) -> None:
+        """End every process of the cluster and forget it; ``ended``: it ended outside this
+        notebook or its MPI job is gone, so no engine is asked to die first (the controller
+        that would pass the signal may be gone, and the wait would be for nothing)."""
         if lifetime.held_by_another(self.cluster_id):  # taken over by another kernel: only let go
             self._disconnect()
             return
+        if self.cluster_id and self._cluster is not None:  # the watchdog takes no process's end for an outside end
+            registry.update(self.cluster_id, stopping=True)
         cluster, self._cluster = self._cluster, None
-        health.kill_engines(self)
+        if not ended:
+            health.kill_engines(self)
         if cluster is not None:
             launcher_for(self).end_job(cluster)  # so that stopping does not wait
+        if ended and self.record and self.record.get("controller"):  # a killed controller's own children too
+            kill_with_group(self.record["controller"])
         if self.client is not None:
             with contextlib.suppress(Exception):  # best effort on the way down
                 self.client.close()
@@ -166,6 +178,7 @@ class MPICluster:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
         lifetime.unregister(self.cluster_id)
+        self.record = None
         if self._own_cluster_id:  # a restart gets a new id (and job name)
             self.cluster_id, self._own_cluster_id = None, False
 
@@ -198,17 +211,56 @@ class MPICluster:
         return self
 
     # ----------------------------------------------------------------------- cells
-    def ensure_ready(self) -> None:
-        """Raise unless a cell can run now: RuntimeError without a cluster, ClusterLost once the
-        MPI job ended, ClusterBusy while ranks still run an earlier cell."""
+    def ensure_ready(self) -> list[dict]:
+        """Raise unless a cell can run now: ClusterLost once the MPI job ended or the cluster
+        ended outside this notebook (what is left of it is ended first), ClusterNotRunning
+        without a cluster, ClusterBusy while ranks still run an earlier cell. Returns what was
+        mended on the way (facts for the cell's notes): a watchdog that had died, replaced."""
+        self.notice_outside_end()
+        if self.lost:
+            raise ClusterLost(cause="job_gone", lost=self.lost, replayed=len(self.setup_cells))
+        if self.ended:
+            raise ClusterLost(cause="ended_outside", ended=self.ended, replayed=len(self.setup_cells))
         if not self.running:
             raise ClusterNotRunning(cause="not_started")
-        if self.lost:
-            raise ClusterLost(cause="job_gone", lost=self.lost)
+        mended = upkeep.keep_watched(self.cluster_id)
         busy = {r: ar for r, ar in self.outstanding.items() if not ar.ready()}
         if busy:
             raise ClusterBusy(cause="busy", busy=sorted(busy), inflight={r: self.inflight(r) for r in busy},
                               where={r: self.where(r) for r in busy}, replayed=len(self.setup_cells))
+        return mended
+
+    def ended_outside(self, job: bool = True) -> dict | None:
+        """How the running cluster ended outside this notebook, if it did (its facts, as
+        mpinb.cluster.outside_end gives them, the watchdog's word first); None while it runs.
+        ``job=False``: not the end of its MPI job (a cell under way reports the ranks' deaths
+        itself, each with how it died). With ``job``, an engine that the controller no longer
+        knows counts as the job's end too (a batch job's ranks, which no launcher here shows)."""
+        if not self.running or self.record is None:
+            return None
+        record = registry.read(self.cluster_id) or self.record
+        ended = outside_end.how_it_ended(record, job, health.controller_exit(self))
+        if ended is None and job and len(health.registered(self)) < self.n:
+            ended = {"cause": outside_end.JOB_ENDED}
+        if ended is not None and ended["cause"] == outside_end.JOB_ENDED:
+            ended = dict(ended, deaths=self.exit_records())
+        return ended
+
+    def notice_outside_end(self, ended: dict | None = None, job: bool = True) -> dict | None:
+        """If the cluster ended outside this notebook (``ended``, or as ``ended_outside(job)``
+        finds it), end what is left of it at once and keep the facts (``self.ended``): the next
+        cell and ``status()`` say what happened. The facts, or None while it runs."""
+        ended = ended or self.ended_outside(job)
+        if ended is None:
+            return None
+        self.ended = ended
+        self._teardown(ended=True)
+        return ended
+
+    def mark_ended(self, ended: dict) -> None:
+        """Note that a cell saw the cluster end outside this notebook (``ended``: its facts);
+        what is left of it is ended once the cell is over."""
+        self.ended = ended
 
     def engines_of(self, ranks) -> object:
         """An ipyparallel DirectView of ``ranks`` (engine ids are the MPI ranks), made once per
@@ -268,6 +320,8 @@ class MPICluster:
         result = CellRun(self, code, options, stream=stream).run()
         if client is not None and client is self.client:  # after a restart the old client is gone
             self._settled.end(client, [v for v in self._direct_views.values() if v.client is client], mark)
+        if (self.lost or self.ended) and self.running:  # nothing of a gone job is left running
+            self._teardown(ended=True)
         if options.setup and code not in self.setup_cells and result.ok:
             self.setup_cells.append(code)
             registry.update(self.cluster_id, setup_cells=self.setup_cells)

@@ -37,7 +37,7 @@ def run_start(cluster, t0: float, progress: StartProgress) -> None:
     """The phases of ``cluster.start()``: controller, engines registering, checked, set up."""
     import ipyparallel as ipp
 
-    cluster.lost = None
+    cluster.lost = cluster.ended = None
     cluster.outstanding = {}
     upkeep.survey()  # the files of clusters that ended without a word go, a dead watchdog is replaced
     cluster.workdir = tempfile.mkdtemp(prefix="mpinb-")
@@ -56,6 +56,7 @@ def run_start(cluster, t0: float, progress: StartProgress) -> None:
         start_controller(cluster._cluster, cluster.start_timeout)
         cluster._cluster.start_engines_sync()
         lifetime.register(cluster, cluster._cluster)  # from here on, nothing outlives this process
+        cluster.record = registry.read(cluster.cluster_id)  # what says whether it ended outside this notebook
         cluster.client = cluster._cluster.connect_client_sync()
         progress.phase("registering")
         wait_for_engines(cluster, t0, progress)

@@ -10,6 +10,8 @@ them, each file is judged against what runs, and acted on.
   is gone: its files go.
 - A Slurm cluster whose job the scheduler no longer has is gone: what is left of it here (its
   controller) is ended and its files go. When Slurm does not answer, its processes here decide.
+- A cluster that ended outside its notebook while its holder runs keeps its file, which says
+  how it ended (mpinb.cluster.outside_end), until the holder has read it; it is not listed.
 - A cluster that still runs and that no watchdog watches (its watchdog was killed) gets a new
   watchdog, which ends it at once if its holder is gone too and it is not kept alive, or after
   its ``keep_alive`` otherwise: the cluster's life is then what it would have been with the first
@@ -24,6 +26,9 @@ from . import identity, registry
 
 #: what the upkeep found of a file (the ``verdict`` of ``Kept``)
 RUNNING, EARLIER_BOOT, NO_PROCESS, JOB_ENDED = "running", "earlier boot", "no process left", "job ended"
+#: a cluster that ended outside its notebook, whose file keeps the facts for its holder, which still runs
+#: (mpinb.cluster.watchdog): kept until the holder has read them
+ENDED_OUTSIDE = "ended outside"
 
 
 @dataclass
@@ -42,6 +47,8 @@ def verdict(record: dict) -> str:
 
     if not identity.this_boot(record):
         return EARLIER_BOOT
+    if record.get("ended") and registry.alive(record.get("holder")):
+        return ENDED_OUTSIDE
     job = record.get("slurm_job_name")
     if job:
         from ..launch.launchers import slurm_job_runs
@@ -61,13 +68,27 @@ def survey() -> list[Kept]:
     found = []
     for record in registry.clusters():
         judged = Kept(record, verdict(record))
-        if judged.verdict != RUNNING:
+        if judged.verdict == ENDED_OUTSIDE:
+            pass  # its processes were ended; its holder reads the facts and removes it
+        elif judged.verdict != RUNNING:
             end_cluster(record)  # kills only what still runs of it in this boot
         elif not watched(record["id"]):
             start_watchdog(record["id"])
             judged.new_watchdog = True
         found.append(judged)
     return found
+
+
+def keep_watched(cluster_id: str | None) -> list[dict]:
+    """Give a running cluster a new watchdog if its watchdog died (killed, say): what was mended,
+    as facts for a cell's notes (empty: nothing)."""
+    from .lifetime import start_watchdog
+    from .watchdog import watched
+
+    if not cluster_id or registry.read(cluster_id) is None or watched(cluster_id):
+        return []
+    start_watchdog(cluster_id)
+    return [{"cause": "watchdog_replaced"}]
 
 
 def running() -> list[dict]:

@@ -8,8 +8,15 @@ kernel frees the lock when the watchdog ends however it ends, so a free lock say
 watchdog watches, and ``list``, ``attach`` and ``start`` give such a cluster a new one
 (mpinb.cluster.upkeep).
 
-Once a second it reads the cluster's file (mpinb.cluster.registry). While the cluster's holder
-(the kernel or script that started it, or last attached) runs, nothing happens. When the holder
+Once a second it reads the cluster's file (mpinb.cluster.registry). When the cluster ended
+outside its notebook (mpinb.cluster.outside_end: ipyparallel's own stop, from JupyterLab's
+IPython Parallel panel or ``ipcluster stop``; its controller or its MPI job killed), the watchdog
+ends what is left of it (no controller, no MPI job, no connection or cluster file is left):
+at once when no holder runs, else after HELD_GRACE seconds, in which a holder that runs a cell
+ends it itself; it notes in the cluster's file how it ended (the holder says so at its next
+cell) and exits.
+While the cluster's holder (the kernel or script that started it, or last attached) runs,
+nothing else happens. When the holder
 is gone (SIGKILL, the OOM killer, a culler, a crash; a zombie that its parent has not reaped
 counts as gone, and so does a process that took its PID: mpinb.cluster.identity) the watchdog
 ends the cluster at once, or,
@@ -39,9 +46,14 @@ import time
 
 import psutil
 
-from . import identity, registry
+from . import identity, outside_end, registry
 
-POLL = 1.0  # seconds between looks at the holder
+POLL = 1.0  # seconds between looks at the holder and the cluster's processes
+JOB_LOOK = 10.0  # seconds between questions to Slurm about a batch job
+#: seconds between seeing that a held cluster ended outside its notebook and ending what is left:
+#: ipyparallel's own stop ends the controller at once, the engines and the cluster file within
+#: about 5 s (4-5 s seen here), and a holder that runs a cell meanwhile ends the cluster itself
+HELD_GRACE = 10.0
 
 
 def same_process(entry: dict) -> psutil.Process | None:
@@ -72,19 +84,25 @@ def watched(cluster_id: str) -> bool:
 
 def kill_with_group(entry: dict) -> None:
     """SIGKILL to the process an entry ({pid, started, pgid}) names, if it still runs, and to its
-    whole process group when it leads one (what it forked, even what would outlive it)."""
+    whole process group when it leads one (what it forked, even what would outlive it). A leader
+    that already ended (killed alone) may have left its group: that group is killed too, for its
+    ID cannot have been given to another process while a member of the group lives (a process
+    that has the leader's PID now means it was, and nothing is killed)."""
     proc = same_process(entry)
-    if proc is None:
+    leads = entry.get("pgid") == entry["pid"]
+    if proc is None and not (leads and identity.this_boot(entry) and not psutil.pid_exists(entry["pid"])):
         return
-    if entry.get("pgid") == entry["pid"]:
+    if leads:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(entry["pid"], signal.SIGKILL)
-    with contextlib.suppress(psutil.Error):
-        proc.kill()
+    if proc is not None:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
 
 
-def end_cluster(record: dict) -> None:
-    """End every process the cluster started, remove its files (see the module)."""
+def end_processes(record: dict) -> None:
+    """End every process the cluster started: its Slurm job or step cancelled, its MPI launchers'
+    and its controller's process groups killed."""
     job = record.get("slurm_job_name")
     if job:
         from ..launch.launchers import slurm_jobs, slurm_steps
@@ -94,12 +112,23 @@ def end_cluster(record: dict) -> None:
                 subprocess.run(["scancel", "--signal=KILL", listed], capture_output=True, timeout=30, check=False)
     for entry in record.get("processes", []):  # the MPI launcher, then the controller
         kill_with_group(entry)
+
+
+def remove_files(record: dict) -> None:
+    """Remove the cluster's connection files, its ipyparallel cluster file (the IPython Parallel
+    panel and ``ipcluster list`` list it no more) and its working directory."""
     for path in record.get("files", []):
         for found in glob.glob(path):
             with contextlib.suppress(OSError):
                 os.remove(found)
     if record.get("workdir"):
         shutil.rmtree(record["workdir"], ignore_errors=True)
+
+
+def end_cluster(record: dict) -> None:
+    """End every process the cluster started, remove its files (see the module)."""
+    end_processes(record)
+    remove_files(record)
     forget(record["id"])
 
 
@@ -111,19 +140,62 @@ def forget(cluster_id: str) -> None:
             os.remove(path)
 
 
+def ended_outside(record: dict, last_job_look: list[float]) -> dict | None:
+    """How the cluster ended outside its notebook (mpinb.cluster.outside_end), None while it runs
+    or while its holder stops it; a batch job's end is asked of Slurm every JOB_LOOK seconds
+    (``last_job_look``: when it was last asked, kept by the caller)."""
+    if record.get("stopping"):
+        return None
+    ended = outside_end.how_it_ended(record)
+    job = record.get("slurm_job_name")
+    if ended is None and job and not record.get("launchers") and time.monotonic() - last_job_look[0] >= JOB_LOOK:
+        from ..launch.launchers import slurm_job_runs
+
+        last_job_look[0] = time.monotonic()
+        if slurm_job_runs(job) is False:
+            ended = {"cause": outside_end.JOB_ENDED}
+    return ended
+
+
+def end_ended(cluster_id: str, ended: dict) -> bool:
+    """End what is left of a cluster that ended outside its notebook; its file keeps the facts
+    (``ended``, written first) for a holder that still runs, which says them at its next cell.
+    False, doing nothing, when the holder stops the cluster meanwhile."""
+    record = registry.read(cluster_id)
+    if record is None or record.get("stopping"):
+        return False
+    held = registry.alive(record.get("holder"))
+    if held:
+        registry.update(cluster_id, ended=ended, ended_at=time.time())
+    end_processes(record)
+    remove_files(record)
+    if not held:
+        forget(cluster_id)
+    return True
+
+
 def watch(cluster_id: str, poll: float = POLL) -> str:
-    """Watch until the cluster is stopped ('stopped') or ended here ('ended'); 'watched' at once
+    """Watch until the cluster is stopped ('stopped'), ended here because its holder is gone
+    ('ended') or because it ended outside its notebook ('ended outside'); 'watched' at once
     when another watchdog watches it."""
     if registry.read(cluster_id) is None:
         return "stopped"
     lock = take_lock(cluster_id)
     if lock is None:
         return "watched"
+    last_job_look = [time.monotonic()]
+    seen_ended: float | None = None  # when the cluster was first seen ended outside its notebook
     while True:
         record = registry.read(cluster_id)
         if record is None:
             return "stopped"
-        if registry.alive(record.get("holder")):
+        ended = ended_outside(record, last_job_look)
+        held = registry.alive(record.get("holder"))
+        seen_ended = None if ended is None else (seen_ended or time.monotonic())
+        grace_over = ended is not None and (not held or time.monotonic() - seen_ended >= HELD_GRACE)
+        if grace_over and end_ended(cluster_id, ended):  # the facts as they are now, the grace over
+            return "ended outside"
+        if held:
             if record.get("released_at"):
                 registry.update(cluster_id, released_at=None)
         else:

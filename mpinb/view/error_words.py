@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .. import errors
 from .cluster_words import cluster_line
+from .outside_end_words import ended_words
 from .rank_words import label
 from .start_words import difference_words
 from .words import RESULT_NAME, busy_words, death_words, lost_job_words
@@ -51,8 +52,11 @@ def not_running_words(cause: str) -> str:
     return "no cluster running: start one with %mpijax start -n N (or MPICluster(n).start())"
 
 
-def lost_words(cause: str, lost: dict) -> str:
-    """ClusterLost: the MPI job ended, ``lost`` the rank whose death ended it."""
+def lost_words(cause: str, lost: dict | None = None, ended: dict | None = None, replayed: int = 0) -> str:
+    """ClusterLost: the MPI job ended in a cell (``lost``: the rank whose death ended it), or the
+    cluster ended outside this notebook (``ended``: mpinb.cluster.outside_end's facts)."""
+    if cause == "ended_outside":
+        return ended_words(ended or {}, replayed)
     return f"the MPI job is gone ({lost_job_words(lost)}); run %mpijax restart (cluster.restart())"
 
 

@@ -1,11 +1,13 @@
 """How the notes above a cell's view are said: each note of a result (mpinb.cells.result.Note)
-is a cause and its facts (a proven deadlock, the MPI job's end, what to do about ranks still
-running, ranks freed, messages dropped, the engines restarted), worded here. Pure: no IPython.
+is a cause and its facts (a proven deadlock, the MPI job's end, the cluster's end outside the
+notebook, what to do about ranks still running, ranks freed, messages dropped, the engines
+restarted, a watchdog replaced), worded here. Pure: no IPython.
 """
 
 from __future__ import annotations
 
 from .deadlock_words import deadlock_words
+from .outside_end_words import ended_words
 from .words import dropped_words, freed_words, lost_job_words, restart_words, way_out
 
 
@@ -16,6 +18,14 @@ def deadlock_note_words(deadlock) -> list[str]:
 
 def job_ended_note_words(lost: dict) -> list[str]:
     return [f"the MPI job ended because {lost_job_words(lost)}: run %mpijax restart"]
+
+
+def ended_outside_note_words(ended: dict, replayed: int) -> list[str]:
+    return [ended_words(ended, replayed)]
+
+
+def watchdog_replaced_note_words(cause: str) -> list[str]:
+    return ["the cluster's watchdog had ended (killed?); a new one watches the cluster"]
 
 
 def hlo_capture_off_note_words() -> list[str]:
@@ -42,6 +52,8 @@ def restart_failed_note_words(problem: str) -> list[str]:
 NOTE_WORDS = {
     "deadlock": deadlock_note_words,
     "job_ended": job_ended_note_words,
+    "ended_outside": ended_outside_note_words,
+    "watchdog_replaced": watchdog_replaced_note_words,
     "way_out": way_out,
     "hlo_capture_off": hlo_capture_off_note_words,
     "freed": freed_note_words,

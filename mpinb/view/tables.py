@@ -11,6 +11,7 @@ import typing
 from ..analysis import hlo
 from ..analysis.grouping import group_by
 from ..analysis.hlo_text import marked_lines
+from .outside_end_words import ended_words, what_to_do
 from .rank_words import label
 from .words import finding_text, lost_job_words
 
@@ -31,7 +32,7 @@ class StatusTable(dict):
 
     LABELS: typing.ClassVar[dict[str, str]] = {
         "running": "running", "n": "ranks", "launcher": "launcher", "engines": "engines", "hosts": "hosts",
-        "lost": "MPI job lost", "blocked_ranks": "ranks still in a cell", "checked": "checked mode",
+        "lost": "MPI job lost", "ended": "ended", "blocked_ranks": "ranks still in a cell", "checked": "checked mode",
         "jax": "JAX runtime",
         "hlo_capture": "HLO capture", "uptime_s": "up (s)", "start_s": "start took (s)",
         "setup_cells": "setup cells", "default_timeout": "default timeout (s)", "pids": "engine PIDs (their hosts)"}
@@ -44,14 +45,19 @@ class StatusTable(dict):
             if key == "jax":
                 return jax_runtime_words(value)
             if key == "lost" and value:
-                return lost_job_words(value)
+                return lost_job_words(value) + ("" if self.get("running") else f"; {what_to_do(replayed)}")
+            if key == "ended":
+                return ended_words(value, replayed)
             if isinstance(value, list):
                 if not value:
                     return "none"
                 return label(value) if key in self.RANK_LISTS else ", ".join(map(str, value))
             return "none" if value is None else str(value)
 
-        return [(self.LABELS.get(key, key), show(key, value)) for key, value in self.items()]
+        replayed = self.get("setup_cells", 0)
+        # a stopped cluster: how it ended, if it did not end by a stop from the notebook
+        quiet = {"ended"} if self.get("running") else {k for k in ("lost", "ended") if not self.get(k)}
+        return [(self.LABELS.get(key, key), show(key, value)) for key, value in self.items() if key not in quiet]
 
     def text(self) -> str:
         rows = self.rows()
