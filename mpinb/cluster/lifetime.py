@@ -75,14 +75,21 @@ def register(cluster, ipp_cluster) -> subprocess.Popen:
     return start_watchdog(cluster.cluster_id)
 
 
-def start_watchdog(cluster_id: str) -> subprocess.Popen:
+def start_watchdog(cluster_id: str, settle: float = 0.0) -> subprocess.Popen:
     """Start a watchdog for a registered cluster (mpinb.cluster.watchdog), its output appended to
-    ``<id>.log``; one that finds another already watching exits at once."""
+    ``<id>.log``; one that finds another already watching exits at once. ``settle``: seconds to
+    wait, at most, until it watches (holds the cluster's lock), so that the next look finds it."""
     log = open(os.path.join(registry.folder(), f"{cluster_id}.log"), "ab")  # noqa: SIM115 - the child owns it
     with log:
         watchdog = subprocess.Popen([sys.executable, "-m", "mpinb.cluster.watchdog", cluster_id],
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     registry.update(cluster_id, watchdog=process_entry(watchdog.pid))
+    if settle:
+        from .watchdog import watched
+
+        end = time.monotonic() + settle
+        while not watched(cluster_id) and watchdog.poll() is None and time.monotonic() < end:
+            time.sleep(0.02)
     return watchdog
 
 

@@ -87,7 +87,7 @@ def keep_watched(cluster_id: str | None) -> list[dict]:
 
     if not cluster_id or registry.read(cluster_id) is None or watched(cluster_id):
         return []
-    start_watchdog(cluster_id)
+    start_watchdog(cluster_id, settle=5.0)  # watching before the next cell looks
     return [{"cause": "watchdog_replaced"}]
 
 
