@@ -1,6 +1,7 @@
 """Command line: ``mpinb demo [-n N] [cluster options]`` (those of ``%mpijax start``, from
 mpinb.cluster_options), ``mpinb tutorials [DIR] [--force]``, ``mpinb list``,
-``mpinb clean``, ``mpinb --version`` (also ``python -m mpinb ...``)."""
+``mpinb clean``, ``mpinb profile [NAME] [--force]``, ``mpinb --version`` (also
+``python -m mpinb ...``)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,13 @@ def parser() -> argparse.ArgumentParser:
     tutorials.add_argument("--force", action="store_true", help="also replace notebooks you changed")
     sub.add_parser("list", help="this user's clusters on this host: held by a kernel, or idle for how long")
     sub.add_parser("clean", help="end the clusters no kernel holds and remove their files")
+    profile = sub.add_parser(
+        "profile", help="an IPython profile whose clusters are mpinb's (JupyterLab's IPython Parallel panel)",
+        description="Write the IPython profile NAME, whose clusters are mpinb's MPI engines: the '+ NEW' "
+                    "button of JupyterLab's IPython Parallel panel, or ipcluster start --profile=NAME -n N, "
+                    "then starts one, and %%mpijax attach CLUSTER_ID takes it into a notebook.")
+    profile.add_argument("name", nargs="?", default="mpinb", help="the profile's name (default mpinb)")
+    profile.add_argument("--force", action="store_true", help="replace an ipcluster_config.py of other content")
     return top
 
 
@@ -51,6 +59,13 @@ def main(argv=None) -> int:
             return 1
         print("\n".join(report.lines()))
         return 0
+    if args.command == "profile":
+        from .cluster import profile
+        from .view.cluster_words import profile_words
+
+        where, written = profile.write(args.name, force=args.force)
+        print(profile_words(args.name, where, written))
+        return 0 if written else 1
     if args.command in ("list", "clean"):
         from .cluster import attach
         from .view.cluster_words import cleaned_words, listing_words

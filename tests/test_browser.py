@@ -452,3 +452,43 @@ def test_stop_in_the_ipython_parallel_panel_ends_the_cluster_and_the_next_cell_s
     while cluster_processes(cluster_id) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not cluster_processes(cluster_id)
+
+
+NEW_CELLS = ["%load_ext mpinb\n%mpijax attach panel-new",
+             "%%mpijax\nfrom mpi4py import MPI\nworld = MPI.COMM_WORLD\n"
+             "print('rank', world.Get_rank(), 'of', world.Get_size())"]
+
+
+def test_new_in_the_ipython_parallel_panel_starts_an_mpinb_cluster_that_a_notebook_attaches(lab):
+    """With the profile ``mpinb profile`` writes, the panel's "+ NEW" starts mpinb's MPI engines;
+    ``%mpijax attach ID`` takes them into a notebook, whose cells then run on every rank."""
+    import nbformat
+
+    url, token, root = lab
+    subprocess.run([sys.executable, "-m", "mpinb", "profile"], check=True, capture_output=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in NEW_CELLS])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "panel_new.ipynb")
+    with browser_page("panel-new-failure.png") as page:
+        open_notebook(page, f"{url}/lab/workspaces/panelnew/tree/panel_new.ipynb?reset&token={token}")
+        page.locator(".jp-SideBar .lm-TabBar-tab[title='IPython Parallel']").click()
+        page.locator(".ipp-ClusterManager").get_by_text("NEW").click()
+        fields = page.locator(".jp-Dialog .ipp-DialogInput")
+        fields.nth(0).fill("mpinb")
+        fields.nth(1).fill("panel-new")
+        fields.nth(2).fill("2")
+        page.locator(".jp-Dialog").get_by_role("button", name="CREATE").click()
+        ours = page.locator(".ipp-ClusterListingItem", has_text="mpinb:panel-new")
+        ours.wait_for(timeout=60_000)
+        start = ours.locator(".ipp-ClusterListingItem-start")
+        if start.count():  # created stopped: started with its START button
+            start.click()
+        page.locator(".ipp-ClusterListingItem", has_text="mpinb:panel-new").filter(
+            has_text="State: running").wait_for(timeout=120_000)
+        run_one(page, 0, "text=attached")
+        run_one(page, 1, ".mpinb-view .mpinb-summary")
+        view = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea").inner_text()
+        shoot(page.locator(".jp-Notebook .jp-Cell").nth(1), "panel-new.png")
+        ours.locator(".ipp-ClusterListingItem-stop").click()
+        ours.wait_for(state="detached", timeout=60_000)
+    assert "rank ⟨rank⟩ of 2" in view or ("rank 0 of 2" in view and "rank 1 of 2" in view), view

@@ -1,17 +1,21 @@
 """A new kernel and the clusters of earlier ones: ``attach`` (reconnect to a cluster kept alive,
-its engines' variables intact), ``listing`` (this user's clusters here, held or idle) and
-``clean`` (end the clusters no kernel holds, remove their files). The magic's ``%mpijax attach``,
-``list`` and ``clean`` and the command line's ``mpinb list`` and ``mpinb clean`` call these. Each
-first keeps the files true (mpinb.cluster.upkeep): a cluster that no longer runs is not offered.
+its engines' variables intact, or take in one that ipyparallel started from an mpinb profile:
+mpinb.cluster.profile), ``listing`` (this user's clusters here, held or idle) and ``clean`` (end
+the clusters no kernel holds, remove their files). The magic's ``%mpijax attach``, ``list`` and
+``clean`` and the command line's ``mpinb list`` and ``mpinb clean`` call these. Each first keeps
+the files true (mpinb.cluster.upkeep): a cluster that no longer runs is not offered.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 import time
 
 from ..errors import ClusterError, ClusterHeld
 from ..view import error_words as _error_words  # noqa: F401 - gives mpinb.errors its voice
-from . import registry, upkeep
+from . import lifetime, profile, registry, upkeep
 
 
 def seen(record: dict, now: float | None = None) -> dict:
@@ -22,12 +26,36 @@ def seen(record: dict, now: float | None = None) -> dict:
 
 
 def listing() -> list[dict]:
-    """This user's clusters on this host, as seen now (empty: none)."""
-    return [seen(r) for r in upkeep.running()]
+    """This user's clusters on this host, as seen now (empty: none): mpinb's, then those that
+    ipyparallel started from an mpinb profile and no kernel took in yet."""
+    return [seen(r) for r in upkeep.running()] + [seen(r) for r in profile_clusters().values()]
+
+
+def profile_clusters() -> dict[str, dict]:
+    """The running clusters that ipyparallel started from an mpinb profile (the IPython Parallel
+    panel's "+ NEW", ``ipcluster start --profile=mpinb``) and that mpinb has no file of yet:
+    {cluster id: a record of what is known (its id, size, profile, cluster file, start)}."""
+    from ipyparallel.cluster import ClusterManager
+
+    known = {record["id"] for record in registry.clusters()}
+    found = {}
+    for ipp_cluster in ClusterManager().load_clusters(log=None).values():
+        cluster_id = ipp_cluster.cluster_id
+        if not cluster_id or cluster_id in known or ipp_cluster.controller is None:
+            continue
+        if not profile.made_by_mpinb(ipp_cluster.profile_dir):
+            continue
+        with contextlib.suppress(OSError):
+            found[cluster_id] = {
+                "id": cluster_id, "n": sum(es.n or 0 for es in ipp_cluster.engines.values()),
+                "launcher": "local", "profile": os.path.basename(ipp_cluster.profile_dir).removeprefix("profile_"),
+                "ipp_cluster_file": ipp_cluster.cluster_file, "started_at": os.path.getmtime(ipp_cluster.cluster_file),
+                "holder": None, "released_at": None, "keep_alive": None, "started_outside": True}
+    return found
 
 
 def _choose(cluster_id: str | None) -> dict:
-    records = upkeep.running()
+    records = upkeep.running() + list(profile_clusters().values())
     if cluster_id is None:
         if len(records) != 1:
             raise ClusterError(cause="none_to_choose", records=[seen(r) for r in records])
@@ -38,6 +66,40 @@ def _choose(cluster_id: str | None) -> dict:
     return record
 
 
+def adopt(cluster_class, record: dict, timeout: float = 30.0):
+    """A ``cluster_class`` (MPICluster) that takes in a cluster ipyparallel started from an mpinb
+    profile (``record``: as profile_clusters finds it): its engines checked and set up as a
+    start does, registered with this process as its holder. It stays ipyparallel's: it outlives
+    this process and ends with ipyparallel's stop. One that cannot be taken (its engines did
+    not answer, its ranks are not right) is let go of as it was."""
+    import ipyparallel as ipp
+
+    from .start_phases import check_and_set_up
+
+    cluster = cluster_class(n=record["n"], progress=False)
+    cluster.cluster_id, cluster._own_cluster_id, cluster.adopting = record["id"], False, True
+    cluster.workdir = tempfile.mkdtemp(prefix="mpinb-")
+    os.makedirs(cluster.status_dir)
+    cluster._cluster = ipp.Cluster.from_file(record["ipp_cluster_file"])
+    cluster._cluster.shutdown_atexit = False
+    cluster.client = cluster._cluster.connect_client_sync()
+    try:
+        cluster.client.wait_for_engines(cluster.n, timeout=timeout)
+    except TimeoutError as exc:
+        answering = len(cluster.client.ids)
+        cluster._teardown()
+        raise ClusterError(cause="engines_died", cluster_id=record["id"], answering=answering, n=cluster.n,
+                           records=[seen(record)]) from exc
+    lifetime.register(cluster, cluster._cluster, started_outside=True)
+    cluster.record = registry.read(cluster.cluster_id)
+    started = time.perf_counter()
+    check_and_set_up(cluster)
+    cluster.adopting = False
+    cluster.started_at, cluster.start_seconds = record["started_at"], time.perf_counter() - started
+    registry.update(cluster.cluster_id, engines=cluster.engines, start_seconds=cluster.start_seconds)
+    return cluster
+
+
 def attach(cluster_class, cluster_id: str | None = None, *, force: bool = False, timeout: float = 30.0):
     """A ``cluster_class`` (MPICluster) connected to a running cluster of this user on this host
     (the only one if ``cluster_id`` is None), this process its holder from now on. A cluster held
@@ -46,6 +108,8 @@ def attach(cluster_class, cluster_id: str | None = None, *, force: bool = False,
     import ipyparallel as ipp
 
     record = _choose(cluster_id)
+    if record.get("started_outside") and not record.get("holder"):  # not taken in by a kernel yet
+        return adopt(cluster_class, record, timeout)
     holder = record.get("holder")
     if registry.alive(holder) and holder.get("pid") != registry.me()["pid"] and not force:
         raise ClusterHeld(cause="held", cluster_id=record["id"], pid=holder["pid"], host=holder["host"])
@@ -73,13 +137,13 @@ def attach(cluster_class, cluster_id: str | None = None, *, force: bool = False,
 
 
 def clean() -> list[dict]:
-    """End every cluster of this user here that no live process holds, and remove its files;
-    those ended, as seen before."""
+    """End every cluster of this user here that no live process holds (but those ipyparallel
+    started, which end with its stop), and remove its files; those ended, as seen before."""
     from .watchdog import end_cluster
 
     ended = []
-    for record in upkeep.running():
-        if not registry.alive(record.get("holder")):
+    for record in upkeep.running():  # not those ipyparallel started: they end with its stop
+        if not registry.alive(record.get("holder")) and not record.get("started_outside"):
             ended.append(seen(record))
             end_cluster(record)
     return ended

@@ -43,8 +43,10 @@ def options_of(cluster) -> dict:
             if entry.name not in ("progress", "cluster_id")}
 
 
-def register(cluster, ipp_cluster) -> subprocess.Popen:
-    """Write the cluster's file (this process its holder) and start its watchdog."""
+def register(cluster, ipp_cluster, started_outside: bool = False) -> subprocess.Popen:
+    """Write the cluster's file (this process its holder) and start its watchdog.
+    ``started_outside``: ipyparallel started it (from an mpinb profile), and it ends with
+    ipyparallel's stop, not when its holder is gone (mpinb.cluster.watchdog)."""
     security = os.path.join(ipp_cluster.profile_dir, "security")
     launchers, controller = launcher_processes(ipp_cluster), controller_process(ipp_cluster)
     record = {
@@ -56,6 +58,7 @@ def register(cluster, ipp_cluster) -> subprocess.Popen:
         "holder": registry.me(),
         "released_at": None,
         "keep_alive": cluster.keep_alive,
+        "started_outside": started_outside,
         "options": options_of(cluster),
         "own_id": cluster._own_cluster_id,
         # what the watchdog ends, in this order, and what says that the cluster ended outside

@@ -79,6 +79,7 @@ class MPICluster:
         self.ended: dict | None = None    # how it ended outside this notebook (mpinb.cluster.outside_end)
         self.record: dict | None = None   # its registry file as written at its start or attach
         self._own_cluster_id = False      # the id was made here (a restart makes a new one)
+        self.adopting = False             # taking in a cluster ipyparallel started (mpinb.cluster.attach.adopt)
 
     @property
     def local(self) -> bool:
@@ -154,6 +155,13 @@ class MPICluster:
         that would pass the signal may be gone, and the wait would be for nothing)."""
         if lifetime.held_by_another(self.cluster_id):  # taken over by another kernel: only let go
             self._disconnect()
+            return
+        if self.adopting:  # a cluster ipyparallel started, which could not be taken in: let go of it as it was
+            lifetime.unregister(self.cluster_id)
+            self._disconnect()
+            self.adopting = False
+            shutil.rmtree(self.workdir or "", ignore_errors=True)
+            self.workdir = None
             return
         if self.cluster_id and self._cluster is not None:  # the watchdog takes no process's end for an outside end
             registry.update(self.cluster_id, stopping=True)

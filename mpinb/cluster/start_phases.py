@@ -70,15 +70,28 @@ def run_start(cluster, t0: float, progress: StartProgress) -> None:
         raise ClusterError(cause="engines_not_up", n=cluster.n, waited=cluster.start_timeout, problem=str(exc),
                            output=output, **missing) from exc
     cluster._protect_connection_files()
+    check_and_set_up(cluster, progress)
+    cluster.started_at = time.time()
+    cluster.start_seconds = time.perf_counter() - t0
+    registry.update(cluster.cluster_id, engines=cluster.engines, start_seconds=cluster.start_seconds)
+    progress.phase("ready")
+
+
+def check_and_set_up(cluster, progress: StartProgress | None = None) -> None:
+    """The phases after the engines registered: the ranks checked (mpinb.cluster.start_checks)
+    and set up; their accounts of themselves kept (``cluster.engines``). A start tears the
+    cluster down when one fails (an attach of a cluster started elsewhere lets go of it)."""
     cluster.every_engine = cluster.client[:]
     cluster.every_engine.block = True
-    progress.phase("checking")
+    if progress is not None:
+        progress.phase("checking")
     try:
         cluster.preflight, cluster.notes = check_ranks(cluster)
     except BaseException:  # a difference, a rank that did not answer, the stop button: leave nothing running
         cluster._teardown()
         raise
-    progress.phase("setup")
+    if progress is not None:
+        progress.phase("setup")
     infos = setup_engines(cluster)
     ranks = [info["rank"] for info in infos]
     ids = list(cluster.client.ids)
@@ -87,10 +100,6 @@ def run_start(cluster, t0: float, progress: StartProgress) -> None:
         alone = len(set(ranks)) < len(ranks)  # each rank a world of its own
         raise ClusterError(cause="ids_not_ranks", ids=ids, ranks=ranks, alone=alone)
     cluster.engines = infos
-    cluster.started_at = time.time()
-    cluster.start_seconds = time.perf_counter() - t0
-    registry.update(cluster.cluster_id, engines=infos, start_seconds=cluster.start_seconds)
-    progress.phase("ready")
 
 
 def setup_engines(cluster) -> list[dict]:

@@ -203,7 +203,9 @@ def watch(cluster_id: str, poll: float = POLL) -> str:
             if not record.get("released_at"):
                 registry.update(cluster_id, released_at=released)
             keep = record.get("keep_alive")
-            if keep is None or time.time() - released >= keep:
+            if record.get("started_outside"):
+                pass  # ipyparallel's (a profile's cluster): it ends with ipyparallel's stop, above
+            elif keep is None or time.time() - released >= keep:
                 end_cluster(record)
                 return "ended"
         time.sleep(poll)

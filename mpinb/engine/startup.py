@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from ..wire.status import fault_path, status_message
+from ..wire.status import STATUS_DIR_ENV, fault_path, status_message
 from . import devices as devices_module
 from . import jax_processes, mpi4py_waits, rank_release, settle, stall
 from .code import execute_code
@@ -55,7 +55,8 @@ def _status_loop() -> None:
 
 def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = True,
           jax_distributed: bool = False, local_devices: int | None = None, devices: str = "cpu") -> dict:
-    """Prepare this engine. Must run before JAX is imported for HLO capture to work.
+    """Prepare this engine. Must run before JAX is imported for HLO capture to work. Its fault
+    report goes to the folder its rank wrapper named ($MPINB_STATUS_DIR), else to ``status_dir``.
 
     checked: turn on the collective library's checked mode (ranks agree on every collective
     before running it), the default for interactive use.
@@ -88,6 +89,7 @@ def setup(dump_root: str | None, status_dir: str | None = None, checked: bool = 
     mpinb.mpi.set_checked(checked)
     mpinb.mpi.default_comm()  # clone COMM_WORLD now, on every rank, not inside some later cell
     unlinked = _unlink_mpi_shared_memory()
+    status_dir = os.environ.get(STATUS_DIR_ENV) or status_dir  # the rank wrapper's own, where it reads
     STATE.rank, STATE.size, STATE.dump, STATE.status_dir = rank, size, dump, status_dir
     STATE.hlo_ok, STATE.cells, STATE.running = bool(dump) and not jax_was_loaded, 0, None
     described = devices_module.describe()  # starts JAX's backend

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from ..wire.status import exit_line, fault_path
+from ..wire.status import STATUS_DIR_ENV, exit_line, fault_path
 
 EXIT_LINGER = 1.0  # seconds
 PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     ensure_profile_dir(command)
     parent = os.getppid()
     # close_fds=False: the child inherits the MPI launcher's PMI socket (PMI_FD) to become the rank
-    child = subprocess.Popen(command, close_fds=False)
+    child = subprocess.Popen(command, close_fds=False, env={**os.environ, STATUS_DIR_ENV: status_dir})
 
     def forward(signum, _frame):
         with contextlib.suppress(ProcessLookupError):

@@ -71,6 +71,11 @@ def finishing_queued_work(where: dict | None) -> bool:
     return bool(where and where.get("settling"))
 
 
+#: the variable through which the rank wrapper (mpinb.launch.rank) tells its engine the folder it
+#: reads the engine's fault report from (the engine's setup writes faulthandler's output there)
+STATUS_DIR_ENV = "MPINB_STATUS_DIR"
+
+
 def fault_path(directory: str, rank: int | None) -> str:
     """Where an engine's faulthandler writes, on the engine's host."""
     return os.path.join(directory, f"fault-rank{rank}.txt")
