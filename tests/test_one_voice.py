@@ -55,6 +55,8 @@ EXEMPT = {
     ("wire/values.py", "{}min {} max"): "left: a value's summary line, written with the summary on the engine",
     ("cli.py", "mpinb: distributed JAX"): "argparse's description of the command line: its documentation",
     ("cli.py", "Copy the workshop"): "argparse's description of the command line: its documentation",
+    ("cli.py", "Write the IPython profile"): "argparse's description of the command line: its documentation",
+    ("cluster/profile.py", "# Written by `mpinb"): "the profile's configuration file, Python with its comment",
     ("magic.py", "Run the cell on"): "argparse's description of the magic: its documentation",
     ("magic.py", "Manage the MPI engine"): "argparse's description of the magic: its documentation",
     ("magic.py", "%%mpijax [options]  run"): "the magic's docstring (%mpijax?): its documentation",

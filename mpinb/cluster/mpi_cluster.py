@@ -239,20 +239,10 @@ class MPICluster:
         return mended
 
     def ended_outside(self, job: bool = True) -> dict | None:
-        """How the running cluster ended outside this notebook, if it did (its facts, as
-        mpinb.cluster.outside_end gives them, the watchdog's word first); None while it runs.
-        ``job=False``: not the end of its MPI job (a cell under way reports the ranks' deaths
-        itself, each with how it died). With ``job``, an engine that the controller no longer
-        knows counts as the job's end too (a batch job's ranks, which no launcher here shows)."""
-        if not self.running or self.record is None:
-            return None
-        record = registry.read(self.cluster_id) or self.record
-        ended = outside_end.how_it_ended(record, job, health.controller_exit(self))
-        if ended is None and job and len(health.registered(self)) < self.n:
-            ended = {"cause": outside_end.JOB_ENDED}
-        if ended is not None and ended["cause"] == outside_end.JOB_ENDED:
-            ended = dict(ended, deaths=self.exit_records())
-        return ended
+        """How the running cluster ended outside this notebook, if it did (its facts: mpinb.cluster.
+        outside_end.of_cluster); None while it runs. ``job=False``: not the end of its MPI job (a
+        cell under way reports the ranks' deaths itself, each with how it died)."""
+        return outside_end.of_cluster(self, job)
 
     def notice_outside_end(self, ended: dict | None = None, job: bool = True) -> dict | None:
         """If the cluster ended outside this notebook (``ended``, or as ``ended_outside(job)``

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import signal
 
-from . import identity
+from . import identity, registry
 
 #: the causes
 STOPPED_OUTSIDE, CONTROLLER_ENDED, JOB_ENDED = "stopped_outside", "controller_ended", "job_ended"
@@ -54,3 +54,22 @@ def how_it_ended(record: dict | None, job: bool = True, controller_exit: int | N
     if job and launchers and not any(identity.running(entry) for entry in launchers):
         return {"cause": JOB_ENDED}
     return None
+
+
+def of_cluster(cluster, job: bool = True) -> dict | None:
+    """How a running MPICluster of this process ended outside its notebook (None while it runs):
+    what its file and its processes say, its controller's exit status (this process started
+    it), and, with ``job``, an engine that the controller no longer knows (a batch job's ranks,
+    which no launcher here shows); the job's end carries the ranks' deaths, as the MPI
+    launcher reported them."""
+    from ..cells import health
+
+    if not cluster.running or cluster.record is None:
+        return None
+    record = registry.read(cluster.cluster_id) or cluster.record
+    ended = how_it_ended(record, job, health.controller_exit(cluster))
+    if ended is None and job and len(health.registered(cluster)) < cluster.n:
+        ended = {"cause": JOB_ENDED}
+    if ended is not None and ended["cause"] == JOB_ENDED:
+        ended = dict(ended, deaths=cluster.exit_records())
+    return ended

@@ -1,6 +1,6 @@
 """An IPython profile whose clusters are mpinb's, for the tools that start clusters from
 profiles: ``mpinb profile`` writes it (``profile_mpinb`` in the IPython directory: an
-``ipcluster_config.py`` that calls :func:`configure`). Then the "+ NEW" button of JupyterLab's
+``ipcluster_config.py`` that calls mpinb.cluster.profile_config.configure). Then the "+ NEW" button of JupyterLab's
 IPython Parallel panel (profile ``mpinb``), or ``ipcluster start --profile=mpinb -n 4``, starts
 a cluster of MPI engines as ``%mpijax start`` would (the same launcher, rank wrapper and
 environment), and ``%mpijax attach ID`` takes it into a notebook (mpinb.cluster.attach: its
@@ -11,11 +11,11 @@ kernels that attach to it, and ends with the panel's STOP or ``ipcluster stop``.
 from __future__ import annotations
 
 import os
-import secrets
-import tempfile
 
 #: the profile's name
 NAME = "mpinb"
+#: the module whose ``configure`` the profile's configuration calls (how a profile of mpinb's is known)
+CONFIGURED_BY = "mpinb.cluster.profile_config"
 #: the profile's configuration file, as ``mpinb profile`` writes it
 CONFIG_FILE = "ipcluster_config.py"
 CONFIG = '''\
@@ -24,7 +24,7 @@ CONFIG = '''\
 # panel or by `ipcluster start --profile={name} -n N`. A notebook takes one with
 # `%mpijax attach CLUSTER_ID`. Options of mpinb.ClusterOptions may be given to configure():
 # configure(c, devices="cpu", checked=False).
-from mpinb.cluster.profile import configure
+from mpinb.cluster.profile_config import configure
 
 c = get_config()  # noqa: F821 - given by IPython when it loads this file
 configure(c)
@@ -50,22 +50,10 @@ def write(name: str = NAME, ipython_dir: str | None = None, force: bool = False)
     return profile.location, True
 
 
-def configure(c, **options) -> None:
-    """Fill an ``ipcluster_config.py``'s configuration ``c`` as ``MPICluster(**options).config()``
-    fills its own (the MPI launcher, the rank wrapper, the engines' environment); the number of
-    engines is what the panel or ``ipcluster start -n`` asks, ``options``' ``n`` otherwise. The
-    ranks' exit records go to a folder of their own (made when the engines start)."""
-    from .mpi_cluster import MPICluster
-
-    cluster = MPICluster(progress=False, **options)
-    cluster.workdir = os.path.join(tempfile.gettempdir(), f"mpinb-profile-{secrets.token_hex(4)}")
-    c.merge(cluster.config())
-
-
 def made_by_mpinb(profile_dir: str) -> bool:
     """Whether a profile's ``ipcluster_config.py`` configures its clusters through mpinb."""
     try:
         with open(os.path.join(profile_dir, CONFIG_FILE)) as fh:
-            return "mpinb.cluster.profile" in fh.read()
+            return CONFIGURED_BY in fh.read()
     except OSError:
         return False
