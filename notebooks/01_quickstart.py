@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -32,7 +32,7 @@ n = int(os.environ.get("MPINB_NOTEBOOK_RANKS", min(4, os.cpu_count() or 1)))
 # Every `%%mpijax` cell runs on all ranks. Variables live on the engines, one namespace per
 # rank; the view shows what the ranks printed or computed alike once, under `[ranks 0-3]`, and
 # what differs under each rank (`--by-rank` shows every rank in full). Lines that differ only by
-# each rank's own number are said once too, the number shown as ⟨rank⟩.
+# each rank's own number are said once too, the number shown as the ranks that print it: ⟨0-3⟩.
 
 # %%
 # %%mpijax

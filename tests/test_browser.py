@@ -491,4 +491,4 @@ def test_new_in_the_ipython_parallel_panel_starts_an_mpinb_cluster_that_a_notebo
         shoot(page.locator(".jp-Notebook .jp-Cell").nth(1), "panel-new.png")
         ours.locator(".ipp-ClusterListingItem-stop").click()
         ours.wait_for(state="detached", timeout=60_000)
-    assert "rank ⟨rank⟩ of 2" in view or ("rank 0 of 2" in view and "rank 1 of 2" in view), view
+    assert "rank ⟨0-1⟩ of 2" in view or ("rank 0 of 2" in view and "rank 1 of 2" in view), view

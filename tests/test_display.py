@@ -533,7 +533,7 @@ def test_output_that_differs_only_by_each_rank_s_own_number_is_said_once():
     gloo = "[Gloo] Rank {r} is connected to 1 peer ranks. Expected number of connected peer ranks is : 1\n"
     texts = {r: gloo.format(r=r) for r in range(3)}
     folded = fold_rank_numbers(texts)
-    assert set(folded.values()) == {gloo.format(r="\u27e8rank\u27e9")}  # the 1s that are not rank 1 stay
+    assert set(folded.values()) == {gloo.format(r="\u27e80-2\u27e9")}  # the 1s that are not rank 1 stay
     assert fold_rank_numbers({0: "v 10\n", 1: "v 11\n"}) == {0: "v 10\n", 1: "v 11\n"}
     assert rank_template({0: "on a: 0", 1: "on b: 1"}, {0: "a", 1: "b"}) == "on \u27e8host\u27e9: \u27e8rank\u27e9"
     assert rank_template({0: "rank 0", 1: "rank 2"}) is None  # 2 is not rank 1's own number
@@ -541,7 +541,7 @@ def test_output_that_differs_only_by_each_rank_s_own_number_is_said_once():
     for r in range(4):
         res.stdout[r] = f"hello from rank {r} of 4\n"
     text = view.render_text(res)
-    assert "[ranks 0-3]\n  stdout:\n      hello from rank \u27e8rank\u27e9 of 4" in text and text.count("hello") == 1
+    assert "[ranks 0-3]\n  stdout:\n      hello from rank \u27e80-3\u27e9 of 4" in text and text.count("hello") == 1
     assert "hello from rank 2 of 4" in view.render_text(res, ViewOptions(by_rank=True))  # in full, as said
 
 
@@ -568,3 +568,40 @@ def test_library_logs_fold_into_one_line_per_run_and_group_across_ranks():
                       "all in _mpijax.stderr[rank])") == 1, text
     assert "[ranks 0-3]" in text and "my own line" in text
     assert "4003 external/xla" in view.render_text(res, ViewOptions(by_rank=True))
+
+
+def test_an_error_is_said_once_its_traceback_folded_behind_it():
+    """The error line, then the traceback without its last line (the same error): in text in
+    full, in HTML folded behind 'traceback'; a multi-line message likewise."""
+    tb = ("Traceback (most recent call last)\nCell In[7], line 3\n----> 3 total = mpi.allreduce(x)\n\n"
+          "JaxRuntimeError: ABORTED: withdrawn before it ran\n")
+    res = four_ranks()
+    for r in (0, 1):
+        res.records[r] = RankRecord(rank=r, ok=False, elapsed=0.1,
+                                    error=ErrorInfo("JaxRuntimeError", "ABORTED: withdrawn before it ran", tb))
+        res.states[r] = "failed"
+    text = view.render_text(res)
+    assert text.count("withdrawn before it ran") == 1, text
+    assert "[ranks 0-1]" in text and "  error: JaxRuntimeError: ABORTED: withdrawn before it ran\n" in text, text
+    assert "----> 3 total = mpi.allreduce(x)" in text
+    page = view.render_html(res)
+    folded = page.split("<details class='mpinb-folded'><summary>traceback</summary>")
+    assert len(folded) == 2 and "----&gt; 3 total" in folded[1].split("</details>")[0]
+    assert page.count("withdrawn before it ran") == 1
+    from mpinb.view.text import error_lines
+
+    two_lines = ErrorInfo("ValueError", "first\nsecond", "Traceback\n  line 1\nValueError: first\nsecond\n")
+    assert error_lines(two_lines) == ["error: ValueError: first\nsecond", "    Traceback\n      line 1"]
+    bare = ErrorInfo("EngineError", "the engine died", "")
+    assert error_lines(bare) == ["error: EngineError: the engine died"]
+
+
+def test_a_divergence_that_a_proven_deadlock_says_is_not_said_again():
+    from mpinb.analysis.divergence import WORLD, Collective, Divergence, said_by_deadlock
+
+    skipped = Divergence(WORLD, 2, 1, 0, 1, Collective("allreduce", "float32", (), None, "SUM"), None, 1, 0)
+    assert said_by_deadlock(skipped, left=[1])  # rank 1 left: the deadlock's sentence says it
+    assert not said_by_deadlock(skipped, left=[])
+    other = Divergence(WORLD, 2, 1, 0, 1, Collective("bcast", "float32", (), 0), Collective("bcast", "float32", (), 1),
+                       1, 1)
+    assert not said_by_deadlock(other, left=[1])  # a different collective: said on its own

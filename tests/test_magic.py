@@ -66,7 +66,7 @@ def test_seed_transpose_compare_groups_the_ranks_and_shows_no_layout_error(ip, c
     assert res.ok and res.ranks == [0, 1]
     summary = r"^2 ranks, [0-9.]+ s, \d+ layout findings?: \d+ relayout \(info\), jit == eager: t$"
     assert re.search(summary, out, re.M), out
-    assert "[ranks 0-1]" in out and "rank ⟨rank⟩ ok True" in out  # differ only by the rank's number
+    assert "[ranks 0-1]" in out and "rank ⟨0-1⟩ ok True" in out  # differ only by the rank's number
     assert "rank 0 ok True" in out and "rank 1 ok True" in out  # as each rank printed it, live
     assert not [w for w in res.warnings if w.kind in ("non-row-major", "unconstrained")]
     assert {w.kind for w in res.warnings} <= {"relayout"}

@@ -109,7 +109,7 @@ def test_quickstart():
     hello = texts(cells[1])
     assert "[rank 0]" in hello and "[rank 1]" in hello  # x differs by rank
     # what they printed differs only by each rank's own number: said once, the number marked
-    assert "[ranks 0-1]\n  stdout:\n      hello from rank \u27e8rank\u27e9 of 2" in hello, hello
+    assert "[ranks 0-1]\n  stdout:\n      hello from rank \u27e80-1\u27e9 of 2" in hello, hello
     shown = texts(cells[2])
     assert "total: float32[4]" in shown and "everyone: float32[2,4]" in shown
     only0 = texts(cells[3])
@@ -139,7 +139,7 @@ def test_pencil_fft():
     nb = execute("03_pencil_fft.ipynb")
     assert assert_each_message_once(nb) >= 2
     cells = code_cells(nb)
-    assert "[ranks 0-1]" in texts(cells[1]) and "rank ⟨rank⟩: grid position (⟨rank⟩, 0) of 2 x 1" in texts(cells[1])
+    assert "[ranks 0-1]" in texts(cells[1]) and "rank ⟨0-1⟩: grid position (⟨0-1⟩, 0) of 2 x 1" in texts(cells[1])
     run = texts(cells[3])
     assert "distributed fft3d" in run
     error = float(run.split("max error ")[1].split()[0])
@@ -190,7 +190,7 @@ def test_jax_native():
     nb = execute("04_jax_native.ipynb")
     assert assert_each_message_once(nb) >= 4
     cells = code_cells(nb)
-    assert "[ranks 0-1]" in texts(cells[1]) and "rank ⟨rank⟩: process ⟨rank⟩ of 2, devices 2" in texts(cells[1])
+    assert "[ranks 0-1]" in texts(cells[1]) and "rank ⟨0-1⟩: process ⟨0-1⟩ of 2, devices 2" in texts(cells[1])
     assert "mpinb_ok: True" in texts(cells[2]) and "jit == eager" in texts(cells[2])
     native = texts(cells[3])
     assert "jax_ok: True" in native
@@ -239,7 +239,7 @@ def test_hangs():
     assert ("deadlock: rank 0 waits to receive from rank 1 (line 3), rank 1 to receive from rank 0 (line 3)"
             in ring), ring
     assert "ranks 0-1 were freed where they waited" in ring and "replayed" not in ring and "CellFailed" not in ring
-    assert "rank \u27e8rank\u27e9 got" in ring_fixed or "rank 0 got 1 from rank 1" in ring_fixed, ring_fixed
+    assert "rank \u27e80-1\u27e9 got" in ring_fixed or "rank 0 got 1 from rank 1" in ring_fixed, ring_fixed
     swap, swap_fixed = texts(cells[4]), texts(cells[5])
     assert "swapped 16 values" in swap and "swapped 4000000 values" not in swap
     assert "1 --setup cell replayed" in swap, swap  # a send under way cannot be taken back
@@ -259,8 +259,9 @@ def test_hangs():
     assert "rank 0 was freed where it waited" in branch and "replayed" not in branch, branch
     freed = r"state: freed where it waited, at Cell In\[\d+\], line 3 \(its cell failed there\)"
     assert re.search(freed, branch), branch
-    assert ("rank 0 called allreduce float32[] SUM (collective #1 on the world communicator in this cell), "
-            "rank 1 finished the cell without calling it") in branch, branch  # what ran differs
+    # the deadlock's sentence says what ran differs: no [divergent] finding says it again, and
+    # rank 0's error is said once (its traceback without the same last line)
+    assert "divergent" not in branch and branch.count("withdrawn before it ran") == 1, branch
     assert "total 1.0" in texts(cells[7])
     tag = texts(cells[8])
     assert ("deadlock: rank 1 waits to receive with tag 2 from rank 0 (line 5); rank 0 left the cell without "
@@ -275,4 +276,4 @@ def test_hangs():
     assert ("deadlock: rank 0 waits to receive from rank 1 (line 3), rank 1 to receive from rank 0 (line 3)"
             in own), own
     assert "were freed where they waited" in own and "replayed" not in own, own
-    assert "rank 0 got 1 from rank 1" in own_fixed or "rank \u27e8rank\u27e9 got" in own_fixed, own_fixed
+    assert "rank 0 got 1 from rank 1" in own_fixed or "rank \u27e80-1\u27e9 got" in own_fixed, own_fixed

@@ -140,3 +140,11 @@ def _compare(a: list[tuple[Collective, int]], b: list[tuple[Collective, int]]
     if i == len(a) and j == len(b):
         return None, None, None
     return done + 1, a[i][0] if i < len(a) else None, b[j][0] if j < len(b) else None
+
+
+def said_by_deadlock(found: Divergence, left: Iterable[int]) -> bool:
+    """Whether a proven deadlock whose waits end at the ranks ``left`` (that left the cell)
+    already says what ``found`` says: a rank among them finished without calling the
+    collective another rank waits in."""
+    left = set(left)
+    return (found.first_ran is None and found.first in left) or (found.other_ran is None and found.other in left)

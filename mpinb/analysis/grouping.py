@@ -146,7 +146,8 @@ def log_runs(text: str) -> list[str | list[tuple[str, str]]]:
 
 def fold_rank_numbers(texts: Mapping[int, str], hosts: Mapping[int, str] | None = None) -> dict[int, str]:
     """Each rank's text, or, where it differs from others' only by the rank's own number (or host
-    name), the template they share: ranks whose output says the same thing group together."""
+    name), the template they share, each rank's number shown as the ranks that share it
+    ('hello from rank ⟨0-3⟩ of 4'): ranks whose output says the same thing group together."""
     shown = dict(texts)
     left = [r for r in sorted(texts) if texts[r]]
     while left:
@@ -155,8 +156,9 @@ def fold_rank_numbers(texts: Mapping[int, str], hosts: Mapping[int, str] | None 
                              or texts[r] == texts[first]]
         if len(members) > 1 and len({texts[r] for r in members}) > 1:
             template = rank_template({r: texts[r] for r in members}, hosts)
-            if template is not None:
+            if template is not None:  # each rank's own number shown as the values it takes: ⟨0-3⟩
+                own = f"\u27e8{rank_ranges(members)}\u27e9"
                 for r in members:
-                    shown[r] = template
+                    shown[r] = template.replace(RANK_MARK, own)
         left = [r for r in left if r not in members]
     return shown

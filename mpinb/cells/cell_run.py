@@ -374,7 +374,9 @@ class CellRun:
         finished = [r for r, state in states.items() if state == "finished"]
         warnings = hlo_mod.analyze(per_rank_hlo) if any(per_rank_hlo.values()) else []
         ran = {r: rec.ran for r, rec in records.items() if rec}
-        warnings += [divergence_finding(d) for d in divergence.find(ran, finished)]
+        left = self.deadlock.left if self.deadlock is not None else []  # its sentence says those already
+        warnings += [divergence_finding(d) for d in divergence.find(ran, finished)
+                     if not divergence.said_by_deadlock(d, left)]
         if self.options.hlo and self.cluster.hlo and not all(rec.hlo_capture for rec in records.values() if rec):
             notes.append(Note("hlo_capture_off"))
         return CellResult(self.code, self.targets, records, stdout, stderr, states, elapsed, warnings,

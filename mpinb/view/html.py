@@ -11,7 +11,7 @@ from . import images, links, timeline_svg
 from .hlo_words import REFERENCES
 from .note_words import notes_of
 from .rank_words import label
-from .text import DEFAULT_VIEW, findings, groups, rank_block
+from .text import DEFAULT_VIEW, Folded, findings, groups, rank_block
 from .timeline_words import timeline_summary
 from .words import finding_text, state_line, summary_line
 
@@ -25,12 +25,27 @@ _STYLE = ("font-family:monospace;font-size:12px;white-space:pre-wrap;word-break:
           "max-height:24em;overflow:auto")
 
 
+def _body(lines: list[str]) -> str:
+    """A card's lines: runs of plain lines as text, each Folded block behind its summary."""
+    parts, plain = [], []
+    for line in [*lines, None]:
+        if line is not None and not isinstance(line, Folded):
+            plain.append(line)
+            continue
+        if plain:
+            parts.append(f"<pre style='{_STYLE}'>{html.escape(chr(10).join(plain))}</pre>")
+            plain = []
+        if line is not None:
+            parts.append(f"<details class='mpinb-folded'><summary>{html.escape(line.summary)}</summary>"
+                         f"<pre style='{_STYLE}'>{html.escape(line)}</pre></details>")
+    return "".join(parts)
+
+
 def _card(title: str, color: str, body_lines: list[str], extra: str = "", rank: str = "") -> str:
     data = f" data-rank='{rank}'" if rank else ""
-    body = html.escape("\n".join(body_lines))
     return (f"<div class='mpinb-rank'{data} style='flex:1;min-width:18em;border:1px solid #ccc;"
             f"padding:4px;margin:2px'><div style='font-weight:bold;color:{color}'>{html.escape(title)}</div>"
-            f"<pre style='{_STYLE}'>{body}</pre>{extra}</div>")
+            f"{_body(body_lines)}{extra}</div>")
 
 
 def rank_html(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=None) -> str:

@@ -39,8 +39,26 @@ from .words import (
 DEFAULT_VIEW = ViewOptions()
 
 
+class Folded(str):
+    """Lines that the HTML view folds behind a word (``summary``: a traceback); text shows them."""
+
+    summary = "traceback"
+
+
 def _indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line for line in text.rstrip("\n").splitlines())
+
+
+def error_lines(error) -> list[str]:
+    """A rank's error said once: 'error: ValueError: bad', then its traceback (folded in HTML)
+    without its last lines, which say the same error."""
+    said = f"{error}".splitlines()
+    frames = error.traceback.rstrip("\n").splitlines()
+    if said and [line.strip() for line in frames[-len(said):]] == [line.strip() for line in said]:
+        frames = frames[:-len(said)]
+        while frames and not frames[-1].strip():
+            frames.pop()
+    return [f"error: {error}", Folded(_indent("\n".join(frames)))] if frames else [f"error: {error}"]
 
 
 def _value_lines(label: str, summary: dict) -> list[str]:
@@ -90,7 +108,7 @@ def rank_sections(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=No
         sections += [(f"value {name}", _value_lines(name, summary)) for name, summary in rec.show.items()]
         sections += [(f"blocks {name}", picture(name, summary)) for name, summary in rec.show.items()
                      if summary.get("blocks")]
-        sections += [("error", [f"error: {rec.error}", _indent(rec.error.traceback)] if rec.error else []),
+        sections += [("error", error_lines(rec.error) if rec.error else []),
                      ("eager", [f"eager run failed: {rec.eager_error}"] if rec.eager_error else [])]
         sections += [(f"compare {c.name}", [f"compare: {comparison_line(c)}"]) for c in rec.comparisons]
         sections.append(("hints", [f"hint: {hint_words(h)}" for h in rec.hints]))
