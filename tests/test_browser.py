@@ -492,3 +492,67 @@ def test_new_in_the_ipython_parallel_panel_starts_an_mpinb_cluster_that_a_notebo
         ours.locator(".ipp-ClusterListingItem-stop").click()
         ours.wait_for(state="detached", timeout=60_000)
     assert "rank ⟨0-1⟩ of 2" in view or ("rank 0 of 2" in view and "rank 1 of 2" in view), view
+
+
+THEME_CELLS = ["%load_ext mpinb\n%mpijax start -n 2",
+               "%%mpijax --no-raise\nimport jax, jax.numpy as jnp\nfrom mpi4py import MPI\nfrom mpinb import mpi\n"
+               "rank = MPI.COMM_WORLD.Get_rank()\n"
+               "total = jax.jit(lambda v: mpi.allreduce(v, op=MPI.SUM))(jnp.ones(3) * rank)\n"
+               "print('hello from rank', rank)\nif rank == 1:\n    raise ValueError('rank 1 refuses')",
+               "%mpijax stop"]
+
+#: JavaScript: the contrast ratio (WCAG) of each element's text against the background it is
+#: drawn on (the first ancestor with one), for the view's text and the timeline's labels
+CONTRASTS = """
+(selectors) => {
+  const rgb = (s) => (s.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => { const c = [r, g, b].map((v) => { v /= 255;
+      return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+    return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]; };
+  const background = (el) => { for (let e = el; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor); if (c.length >= 3 && (c.length < 4 || c[3] > 0)) return c; }
+    return [255, 255, 255]; };
+  const out = [];
+  for (const selector of selectors) {
+    for (const el of document.querySelectorAll(selector)) {
+      const style = getComputedStyle(el);
+      const ink = el instanceof SVGElement ? style.fill : style.color;
+      const [a, b] = [lum(rgb(ink)), lum(background(el))];
+      out.push([selector, (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)]);
+    }
+  }
+  return out;
+}
+"""
+#: the view's kinds of text (a note is in the failed state's colour, as rank 1's header here)
+READ = (".mpinb-view .mpinb-summary", ".mpinb-view .mpinb-rank pre", ".mpinb-view .mpinb-rank > div",
+        ".mpinb-view .mpinb-states", ".mpinb-timeline text")
+
+
+@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
+def test_the_view_reads_in_the_light_and_the_dark_theme(lab, theme):
+    """The finished view's text, notes, rank headers and the timeline's labels contrast with the
+    theme's background (at least 3:1, WCAG's bound for large text); a screenshot of each."""
+    import nbformat
+
+    url, token, root = lab
+    name = "theme_" + theme.split()[-1].lower()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in THEME_CELLS])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / f"{name}.ipynb")
+    with browser_page(f"{name}-failure.png") as page:
+        open_notebook(page, f"{url}/lab/workspaces/{name}/tree/{name}.ipynb?reset&token={token}")
+        page.get_by_role("menuitem", name="Settings", exact=True).click()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Theme$")).first.click()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{theme}$")).first.click()
+        page.wait_for_selector(f"body[data-jp-theme-name='{theme}']", state="attached", timeout=60_000)
+        run_one(page, 0, "text=2 MPI engines ready")
+        run_one(page, 1, ".mpinb-view .mpinb-summary")
+        cell = page.locator(".jp-Notebook .jp-Cell").nth(1)
+        shoot(cell, f"view-{theme.split()[-1].lower()}.png")
+        ratios = page.evaluate(CONTRASTS, list(READ))
+        run_one(page, 2, "text=cluster stopped")
+    seen = {selector for selector, _ in ratios}
+    assert seen == set(READ), seen  # each kind of text was there to measure
+    low = [(selector, round(ratio, 2)) for selector, ratio in ratios if ratio < 3.0]
+    assert not low, (theme, low)

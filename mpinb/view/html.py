@@ -16,9 +16,15 @@ from .timeline_words import timeline_summary
 from .words import finding_text, state_line, summary_line
 
 GRID_FROM = 16  # ranks: from here on the states are a grid of cells
-STATE_COLORS = {"finished": "#2e7d32", "failed": "#c62828", "running": "#ef6c00", "dead": "#6a1b9a",
-                "restarted": "#1565c0"}
-SEVERITY_COLORS = {"error": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
+#: colours from JupyterLab's theme (its mid tones read on the light and the dark theme alike),
+#: with the light theme's value where no theme defines it (GitHub, nbconvert, the docs)
+STATE_COLORS = {"finished": "var(--jp-success-color1, #4caf50)", "failed": "var(--jp-error-color1, #f44336)",
+                "running": "var(--jp-warn-color1, #ff9800)", "dead": "#ab47bc",
+                "restarted": "var(--jp-brand-color1, #2196f3)"}
+SEVERITY_COLORS = {"error": "var(--jp-error-color1, #f44336)", "warning": "var(--jp-warn-color1, #ff9800)",
+                   "info": "var(--jp-brand-color1, #2196f3)"}
+#: neither state: a group of ranks in several states, and borders
+NEUTRAL, BORDER = "var(--jp-ui-font-color2, #757575)", "var(--jp-border-color2, #ccc)"
 
 
 _STYLE = ("font-family:monospace;font-size:12px;white-space:pre-wrap;word-break:normal;overflow-wrap:normal;margin:0;"
@@ -43,7 +49,7 @@ def _body(lines: list[str]) -> str:
 
 def _card(title: str, color: str, body_lines: list[str], extra: str = "", rank: str = "") -> str:
     data = f" data-rank='{rank}'" if rank else ""
-    return (f"<div class='mpinb-rank'{data} style='flex:1;min-width:18em;border:1px solid #ccc;"
+    return (f"<div class='mpinb-rank'{data} style='flex:1;min-width:18em;border:1px solid {BORDER};"
             f"padding:4px;margin:2px'><div style='font-weight:bold;color:{color}'>{html.escape(title)}</div>"
             f"{_body(body_lines)}{extra}</div>")
 
@@ -52,7 +58,7 @@ def rank_html(result, rank: int, view: ViewOptions = DEFAULT_VIEW, scales=None) 
     """One rank in full (the --by-rank view)."""
     state = result.states.get(rank, "?")
     scales = images.scales(result) if scales is None else scales
-    return _card(f"rank {rank} ({state})", STATE_COLORS.get(state, "#555"), rank_block(result, rank, view, scales),
+    return _card(f"rank {rank} ({state})", STATE_COLORS.get(state, NEUTRAL), rank_block(result, rank, view, scales),
                  images.tags(result, rank, scales), str(rank))
 
 
@@ -60,7 +66,7 @@ def group_html(result, ranks: list[int], lines: list[str], scales=None) -> str:
     """A group of ranks with the same output, and the pictures of its first rank when the group
     holds the pictures' lines (equal lines: equal pictures, see images.lines)."""
     states = {result.states.get(r, "?") for r in ranks}
-    color = STATE_COLORS.get(states.pop(), "#555") if len(states) == 1 else "#555"
+    color = STATE_COLORS.get(states.pop(), NEUTRAL) if len(states) == 1 else NEUTRAL
     scales = images.scales(result) if scales is None else scales
     own = images.lines(result, ranks[0], scales)
     pictures = images.tags(result, ranks[0], scales) if own and set(own) <= set(lines) else ""
@@ -77,7 +83,7 @@ def state_grid_html(result) -> str:
         rec = result.records.get(r)
         tip = f"rank {r}: {state}" + (f" in {rec.elapsed:.3f} s" if rec else "")
         cells.append(f"<span title='{html.escape(tip)}' style='display:inline-block;width:2.6em;margin:1px;"
-                     f"text-align:center;color:white;background:{STATE_COLORS.get(state, '#555')}'>{r}</span>")
+                     f"text-align:center;color:white;background:{STATE_COLORS.get(state, NEUTRAL)}'>{r}</span>")
     return (f"<div class='mpinb-states' data-grid='1'>{''.join(cells)}</div>"
             f"<div style='font-size:11px'>{html.escape(state_line(result))}</div>")
 
@@ -87,7 +93,8 @@ def header_html(result, view: ViewOptions = DEFAULT_VIEW) -> str:
     ranks by the HTML view as the text view shows them."""
     summary = html.escape(summary_line(result, view.max_lines))
     head = f"<div class='mpinb-summary' style='font-weight:bold'>{summary}</div>"
-    notes = "".join(f"<div class='mpinb-note' style='color:#c62828'>note: {html.escape(n)}</div>"
+    red = SEVERITY_COLORS["error"]
+    notes = "".join(f"<div class='mpinb-note' style='color:{red}'>note: {html.escape(n)}</div>"
                     for n in notes_of(result))
     return head + notes + ("" if view.by_rank else state_grid_html(result))
 

@@ -18,7 +18,7 @@ import sys
 import time
 
 from .cell_view import RANKS_PER_PAGE, in_notebook
-from .html import STATE_COLORS
+from .html import BORDER, NEUTRAL, SEVERITY_COLORS, STATE_COLORS
 from .rank_words import label
 from .words import live_words
 
@@ -143,7 +143,7 @@ class LiveOutput:
 
     @staticmethod
     def _header(rank: int, state: str, words: str) -> str:
-        color = STATE_COLORS.get(state, "var(--jp-ui-font-color2, #555)")
+        color = STATE_COLORS.get(state, NEUTRAL)
         detail = (f" <span class='mpinb-live-state' data-state='{state}' style='color:{color}'>"
                   f"{html.escape(words)}</span>")
         return f"<div class='mpinb-live' data-rank='{rank}'><b>rank {rank}</b>{detail if words else ''}</div>"
@@ -152,11 +152,11 @@ class LiveOutput:
         """What ``rank`` printed, in a box that keeps its last lines in sight (a reversed column
         scrolls from the bottom) and grows up to 12 lines."""
         body = "".join(
-            f"<span class='mpinb-live-stderr' style='color:var(--jp-error-color1, #c62828)'>{html.escape(text)}</span>"
+            f"<span class='mpinb-live-stderr' style='color:{SEVERITY_COLORS['error']}'>{html.escape(text)}</span>"
             if stream != "stdout" else html.escape(text)
             for stream, text in self.shown.get(rank, []))
         return (f"<div class='mpinb-live-output-{rank}' style='min-height:1.5em;max-height:12em;overflow:auto;"
-                "display:flex;flex-direction:column-reverse;border:1px solid var(--jp-border-color2, #ddd)'>"
+                f"display:flex;flex-direction:column-reverse;border:1px solid {BORDER}'>"
                 "<pre style='margin:0;padding:2px 4px;font-size:12px;white-space:pre-wrap;"
                 f"background:transparent'>{body}</pre></div>")
 

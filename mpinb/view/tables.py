@@ -108,7 +108,7 @@ class HloView:
     def _repr_mimebundle_(self, include=None, exclude=None):
         def line_html(line: str, marked: bool) -> str:
             if marked:  # a non-row-major layout: the line to look at
-                return f"<span class='mpinb-marked' style='background:#ffcdd2'>{html.escape(line)}</span>"
+                return f"<span class='mpinb-marked' style='background:#ffcdd2;color:#212121'>{html.escape(line)}</span>"
             return html.escape(line)
 
         body = "\n".join(line_html(line, marked) for line, marked in self.lines())

@@ -9,7 +9,8 @@ import zlib
 
 from ..analysis.timeline import events
 
-PALETTE = ("#1565c0", "#2e7d32", "#ef6c00", "#6a1b9a", "#00838f", "#ad1457", "#5d4037", "#455a64")
+#: the calls' colours: mid tones, which read on a light and a dark background alike
+PALETTE = ("#2196f3", "#4caf50", "#ff9800", "#ab47bc", "#00acc1", "#ec407a", "#a1887f", "#78909c")
 ROW = 16     # px per rank
 LEFT = 56    # px for the rank labels
 
@@ -30,15 +31,17 @@ def svg(result, width: int = 640) -> str:
     span = max(t_last - t_first, 1e-6)
     plot = width - LEFT - 8
     height = ROW * len(ranks) + 22
+    # the labels in the front end's text colour (JupyterLab's theme; dark grey elsewhere)
     parts = [f"<svg class='mpinb-timeline' xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
-             f"font-family='monospace' font-size='10'>"]
+             f"font-family='monospace' font-size='10' style='fill:var(--jp-ui-font-color1, #212121)'>"]
     for row, r in enumerate(ranks):
         y = row * ROW + 2
         parts.append(f"<text x='2' y='{y + 11}'>rank {r}</text>")
-        parts.append(f"<line x1='{LEFT}' x2='{LEFT + plot}' y1='{y + 7}' y2='{y + 7}' stroke='#ddd'/>")
+        parts.append(f"<line x1='{LEFT}' x2='{LEFT + plot}' y1='{y + 7}' y2='{y + 7}' stroke='#9e9e9e' "
+                     "stroke-opacity='0.4'/>")
         if not per_rank[r]:
             why = "no mpinb call" if result.records.get(r) is not None else f"no record ({result.states.get(r)})"
-            parts.append(f"<text x='{LEFT + 4}' y='{y + 11}' fill='#888'>{html.escape(why)}</text>")
+            parts.append(f"<text x='{LEFT + 4}' y='{y + 11}' fill='#9e9e9e'>{html.escape(why)}</text>")
         for k, (op, t0, t1, nbytes, peer) in enumerate(per_rank[r], 1):
             x = LEFT + (t0 - t_first) / span * plot
             w = max((t1 - t0) / span * plot, 1.5)
