@@ -1,6 +1,6 @@
 """Build of the private extension ``mpinb._ffi_<abi>`` from the Cython sources in ``ext/``, and of
 the MPI watch ``mpinb._mpi_watch_<abi>`` from ``ext/mpi_watch.c``, once per MPI ABI built for
-(``<abi>``: a name of mpinb/abitable.py, the one table of variants; mpinb.abi chooses at import).
+(``<abi>``: a name of mpinb/variant/abitable.py, the one table of variants; mpinb.variant.abi chooses at import).
 
 Which MPIs are used:
   * ``MPINB_VARIANTS="mpich=/path/to/mpicc openmpi=/path/to/mpicc ..."`` (environment): one build
@@ -82,21 +82,21 @@ def mpi_flags(mpicc):
 
 
 def load_by_path(name):
-    """A module of the package that imports nothing (mpinb/<name>.py), without importing the
-    package (that would import JAX)."""
+    """A module of the package that imports nothing (mpinb/<name>.py, ``name`` with its folder:
+    "variant/abitable"), without importing the package (that would import JAX)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, "mpinb", f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(name.replace("/", "."), os.path.join(HERE, "mpinb", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses looks its module up
+    sys.modules[spec.name] = module  # dataclasses looks its module up
     spec.loader.exec_module(module)
     return module
 
 
 def abi_of(mpicc, defines):
-    """The variant (mpinb/abitable.py) whose ABI ``mpicc``'s mpi.h is: the first whose marker
+    """The variant (mpinb/variant/abitable.py) whose ABI ``mpicc``'s mpi.h is: the first whose marker
     macro the header defines, asked of the wrapper's own preprocessor."""
-    table = load_by_path("abitable")
+    table = load_by_path("variant/abitable")
     flags = [f"-D{n}" if v is None else f"-D{n}={v}" for n, v in defines]
     try:
         macros = subprocess.run([mpicc, *flags, "-E", "-dM", "-x", "c", "-"], input="#include <mpi.h>\n",
@@ -107,13 +107,13 @@ def abi_of(mpicc, defines):
     for name in ("mpiabi", "openmpi", "mpich"):  # the standard ABI first: MPICH's header defines both
         if table.VARIANTS[name].marker in defined:
             return table.VARIANTS[name]
-    sys.exit(f"mpinb build: the mpi.h of {mpicc} is of no ABI mpinb knows (mpinb/abitable.py: "
+    sys.exit(f"mpinb build: the mpi.h of {mpicc} is of no ABI mpinb knows (mpinb/variant/abitable.py: "
              f"{', '.join(table.VARIANTS)})")
 
 
 def wanted_variants():
     """[(variant, mpicc)]: MPINB_VARIANTS, or the one MPI found."""
-    table = load_by_path("abitable")
+    table = load_by_path("variant/abitable")
     given = os.environ.get("MPINB_VARIANTS", "").replace(",", " ").split()
     if not given:
         mpicc = find_mpicc()

@@ -78,7 +78,7 @@ def check_modules(source: Path) -> None:
             failed[name] = f"{type(exc).__name__}: {exc}"
     detail = "\n".join(f"  {name}: {error}" for name, error in failed.items())
     assert not failed, f"modules that do not import from the install:\n{detail}"
-    from mpinb import abi
+    from mpinb.variant import abi
 
     variant = abi.chosen()
     libraries = [f"mpinb.{variant.module(kind)}" for kind in ("ffi", "mpi_watch")]

@@ -34,7 +34,7 @@ import installed  # .ci/installed.py, copied beside this file
 
 def check_variant(abi: str) -> None:
     import mpinb.mpi
-    from mpinb import abi as choice
+    from mpinb.variant import abi as choice
 
     variant = choice.chosen()
     assert variant.name == abi, f"variant {variant.name}, expected {abi}"
@@ -75,8 +75,8 @@ def refusal(**env) -> list | None:
 
 
 def check_refusals() -> None:
-    from mpinb import abi
-    from mpinb.abitable import VARIANTS
+    from mpinb.variant import abi
+    from mpinb.variant.abitable import VARIANTS
 
     mine = abi.chosen()
     said = []

@@ -37,11 +37,11 @@ def __getattr__(name: str):
 
         return MPICluster
     if name in ("CellOptions", "ViewOptions"):
-        from . import cell_options
+        from .options import cell_options
 
         return getattr(cell_options, name)
     if name == "ClusterOptions":
-        from .cluster_options import ClusterOptions
+        from .options.cluster_options import ClusterOptions
 
         return ClusterOptions
     raise AttributeError(f"module 'mpinb' has no attribute {name!r}")

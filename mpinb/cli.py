@@ -1,5 +1,5 @@
 """Command line: ``mpinb demo [-n N] [cluster options]`` (those of ``%mpijax start``, from
-mpinb.cluster_options), ``mpinb tutorials [DIR] [--force]``, ``mpinb list``,
+mpinb.options.cluster_options), ``mpinb tutorials [DIR] [--force]``, ``mpinb list``,
 ``mpinb clean``, ``mpinb profile [NAME] [--force]``, ``mpinb --version`` (also
 ``python -m mpinb ...``)."""
 
@@ -11,7 +11,7 @@ import sys
 
 def parser() -> argparse.ArgumentParser:
     from . import __version__
-    from .cluster_options import add_arguments
+    from .options.cluster_options import add_arguments
     from .workshop import DEFAULT_DIR
 
     top = argparse.ArgumentParser(prog="mpinb", description="mpinb: distributed JAX over MPI, interactively")
@@ -41,8 +41,8 @@ def main(argv=None) -> int:
     top = parser()
     args = top.parse_args(argv)
     if args.command == "demo":
-        from .cluster_options import from_arguments
         from .demo import run
+        from .options.cluster_options import from_arguments
 
         try:
             options = from_arguments(args)

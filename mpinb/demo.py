@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .cluster_options import ClusterOptions
+from .options.cluster_options import ClusterOptions
 
 SEED_CELL = """\
 import jax, jax.numpy as jnp, numpy as np

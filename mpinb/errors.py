@@ -146,7 +146,7 @@ class PullError(MpinbError):
 
 
 class MPIVariantError(MpinbError, ImportError):
-    """No compiled variant of mpinb's libraries (mpinb/abitable.py) fits the MPI that mpi4py loads:
+    """No compiled variant of mpinb's libraries (mpinb/variant/abitable.py) fits the MPI that mpi4py loads:
     ``found`` (what is there), ``expected`` (what would fit) and ``fix`` (what to do) as text."""
 
     def __init__(self, message: str, *, found: str = "", expected: str = "", fix: str = ""):

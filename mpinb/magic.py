@@ -2,11 +2,11 @@
 
 A thin layer: options are parsed here, user mistakes become ``UsageError``, and the work is
 done by :class:`mpinb.cluster.mpi_cluster.MPICluster`; the options of a cell travel as one
-:class:`mpinb.cell_options.CellOptions`, the view's as :class:`mpinb.cell_options.ViewOptions`.
+:class:`mpinb.options.cell_options.CellOptions`, the view's as :class:`mpinb.options.cell_options.ViewOptions`.
 
 The commands of ``%mpijax`` are listed once, in ``COMMANDS`` (each with its line of help and
 its options), and the magic's own docstring (``%mpijax?``) is made from it (``usage()``); the
-options of ``%mpijax start`` are those of :class:`mpinb.cluster_options.ClusterOptions`.
+options of ``%mpijax start`` are those of :class:`mpinb.options.cluster_options.ClusterOptions`.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
-from .cell_options import DEADLOCK_CHOICES, CellOptions, ViewOptions, parse_ranks
 from .cells.result import CellResult
 from .cluster.mpi_cluster import MPICluster
-from .cluster_options import add_arguments, from_arguments, seconds
 from .errors import CellFailed, ClusterBusy, ClusterError, ClusterLost, PullError
+from .options.cell_options import DEADLOCK_CHOICES, CellOptions, ViewOptions, parse_ranks
+from .options.cluster_options import add_arguments, from_arguments, seconds
 from .view.magic_words import STOPPED, attached_words, pulled_words, started_words, timeout_words
 from .view.start_words import oversubscribed_words
 from .view.tables import HloView, StatusTable
@@ -123,7 +123,7 @@ class Command(typing.NamedTuple):
 
 #: the commands of %mpijax, in the order ``%mpijax?`` lists them
 COMMANDS = {
-    "start": Command(help="start N MPI engines (the options of mpinb.cluster_options.ClusterOptions)",
+    "start": Command(help="start N MPI engines (the options of mpinb.options.cluster_options.ClusterOptions)",
                      arguments=add_arguments),
     "attach": Command(help="reconnect to a cluster kept alive (or held by another kernel)",
                       arguments=_attach_arguments),

@@ -1,5 +1,5 @@
-"""The variant of the compiled libraries chosen per MPI ABI (mpinb/abitable.py, mpinb/abi.py),
-the ELF reader behind its checks (mpinb/elf.py), and the XLA FFI layout shift of the floor's
+"""The variant of the compiled libraries chosen per MPI ABI (mpinb/variant/abitable.py, mpinb/variant/abi.py),
+the ELF reader behind its checks (mpinb/variant/elf.py), and the XLA FFI layout shift of the floor's
 header on newer jaxlibs (mpinb/mpi/jax_versions.py). Bad input is refused with one
 MPIVariantError each, naming what was found and expected: checked by class and fields."""
 
@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from mpinb import abi, elf
-from mpinb.abitable import EXCLUDED_SONAMES, VARIANTS
 from mpinb.errors import MPIVariantError
 from mpinb.mpi import jax_versions, library
+from mpinb.variant import abi, elf
+from mpinb.variant.abitable import EXCLUDED_SONAMES, VARIANTS
 
 #: runs in a fresh interpreter: the error's class and fields as JSON, or "ok"
 IMPORT = """

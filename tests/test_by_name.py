@@ -6,13 +6,13 @@ import types
 import pytest
 from ipyparallel.serialize import pack_apply_message, unpack_apply_message
 
-from mpinb.cell_options import CellOptions
 from mpinb.cells import cell_run
 from mpinb.cluster.mpi_cluster import MPICluster
 from mpinb.engine.code import namespace
 from mpinb.engine.execute import execute_cell
 from mpinb.engine.self_account import report
 from mpinb.engine.shards import local_parts
+from mpinb.options.cell_options import CellOptions
 from mpinb.wire.by_name import ByName
 
 

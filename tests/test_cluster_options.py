@@ -1,4 +1,4 @@
-"""mpinb.cluster_options: one table of a cluster's options, shared by MPICluster, %mpijax start
+"""mpinb.options.cluster_options: one table of a cluster's options, shared by MPICluster, %mpijax start
 and mpinb demo (pure: nothing is started)."""
 
 import dataclasses
@@ -10,8 +10,8 @@ import mpinb
 from mpinb.cli import parser as cli_parser
 from mpinb.cluster.lifetime import options_of
 from mpinb.cluster.mpi_cluster import MPICluster
-from mpinb.cluster_options import ClusterOptions, from_arguments
 from mpinb.magic import COMMANDS, MpiJaxMagics, line_parser
+from mpinb.options.cluster_options import ClusterOptions, from_arguments
 
 START = "start -n 8 --launcher slurm --mpi-args '--cpu-bind=cores -v' --nodes 2 --partition p --account a " \
         "--time 1:00:00 --controller-ip * --no-hlo --unchecked --jax-distributed --local-devices 3 " \

@@ -9,8 +9,8 @@ import pytest
 from mpinb import view
 from mpinb.analysis import compare as cmp
 from mpinb.analysis import hlo
-from mpinb.cell_options import ViewOptions, parse_ranks
 from mpinb.cells.result import CellResult, Note
+from mpinb.options.cell_options import ViewOptions, parse_ranks
 from mpinb.view import images, timeline_svg
 from mpinb.view.timeline_words import timeline_summary
 from mpinb.wire import values

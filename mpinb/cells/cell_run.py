@@ -15,7 +15,7 @@ from collections.abc import Callable
 from ..analysis import divergence
 from ..analysis import hlo as hlo_mod
 from ..analysis.deadlock import prove
-from ..cell_options import CellOptions, parse_ranks
+from ..options.cell_options import CellOptions, parse_ranks
 from ..view import error_words as _error_words  # noqa: F401 - gives mpinb.errors its voice
 from ..view.divergence_words import divergence_finding
 from ..wire.records import ErrorInfo, RankRecord

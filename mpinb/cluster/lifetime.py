@@ -14,7 +14,7 @@ import time
 
 import psutil
 
-from ..cluster_options import ClusterOptions
+from ..options.cluster_options import ClusterOptions
 from . import identity, registry
 
 

@@ -29,11 +29,11 @@ import time
 
 from traitlets.config import Config
 
-from ..cell_options import CellOptions
 from ..cells import health
-from ..cluster_options import ClusterOptions
 from ..errors import ClusterBusy, ClusterError, ClusterLost, ClusterNotRunning
 from ..launch.launchers import launcher_for, slurm_mode
+from ..options.cell_options import CellOptions
+from ..options.cluster_options import ClusterOptions
 from ..view import error_words as _error_words  # noqa: F401 - gives mpinb.errors its voice
 from . import lifetime, outside_end, registry, upkeep
 from .progress import StartProgress
@@ -49,7 +49,7 @@ class MPICluster:
 
     ``MPICluster(ClusterOptions(...))``, or the options' fields as keywords (``MPICluster(n=4,
     launcher="slurm")``; ``n`` may come first: ``MPICluster(4)``); each option, its default and
-    its meaning: :class:`mpinb.cluster_options.ClusterOptions`. ValueError for a value that
+    its meaning: :class:`mpinb.options.cluster_options.ClusterOptions`. ValueError for a value that
     cannot work, TypeError for a keyword that is no option. Each option is an attribute too
     (``cluster.n``, ``cluster.hlo``; ``cluster.launcher`` the one chosen).
     """
@@ -306,7 +306,7 @@ class MPICluster:
     def run_cell(self, code: str, options: CellOptions | None = None, *, stream=None, **keywords):
         """Run ``code`` on every rank (or ``ranks=...``) and return its result (a
         :class:`~mpinb.cells.result.CellResult`). The options are a
-        :class:`~mpinb.cell_options.CellOptions` or its fields as keywords (``compare=True``,
+        :class:`~mpinb.options.cell_options.CellOptions` or its fields as keywords (``compare=True``,
         ``timeout=30``, ``show=["y"]``, ...); ``stream`` receives output and states while it runs
         (mpinb.cells.cell_run.CellRun). A ``setup=True`` cell that finished on every rank is
         replayed after a restart."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from ..cluster_options import DEVICES
+from ..options.cluster_options import DEVICES
 
 #: what makes only local device I visible, per platform (JAX's documented variables; for TPU,
 #: one chip per process on a host)

@@ -15,8 +15,8 @@ import contextlib
 import sys
 import time
 
-from ..cell_options import CellOptions
 from ..errors import QueuedCallFreed
+from ..options.cell_options import CellOptions
 from ..wire import values
 from ..wire.cell_names import cell_filename
 from ..wire.records import RankRecord

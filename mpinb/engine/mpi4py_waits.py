@@ -7,7 +7,7 @@ to it: :func:`preload` loads it (the engine's entry point, ``python -m mpinb.eng
 :func:`start` watches the calling thread (the engine's main thread, at setup) and
 :func:`inflight` reads, from any thread, the call in flight as mpinb's own collectives describe
 theirs (``mpinb.mpi.inflight``), plus the MPI function's name. Where the watch cannot be loaded
-(``MPINB_MPI_WATCH=0``, no ``MPINB_LIBMPI``, an MPI it was not built for (mpinb.abi), mpi4py
+(``MPINB_MPI_WATCH=0``, no ``MPINB_LIBMPI``, an MPI it was not built for (mpinb.variant.abi), mpi4py
 imported first), nothing changes:
 such calls are then invisible to it, and never part of a proven deadlock.
 """
@@ -18,8 +18,8 @@ import ctypes
 import os
 import sys
 
-from .. import abi
 from ..launch.mpi_impl import LIBMPI_ENV
+from ..variant import abi
 
 #: "0" turns the watch off
 WATCH_ENV = "MPINB_MPI_WATCH"
@@ -55,7 +55,7 @@ _following = False  # follow_wakes() was called: receives are withdrawable
 
 
 def library_path() -> str | None:
-    """The watch of the variant this process uses (mpinb.abi; None if none fits or it was not built)."""
+    """The watch of the variant this process uses (mpinb.variant.abi; None if none fits or it was not built)."""
     try:
         return abi.library_file(abi.chosen(), "mpi_watch")
     except ImportError:

@@ -29,7 +29,7 @@ def package_versions() -> dict[str, str | None]:
 
 def library_status(loaded_family: str) -> str:
     """'ok', or why mpinb's compiled library cannot serve the MPI mpi4py loaded."""
-    from .. import abi
+    from ..variant import abi
 
     try:
         variant = abi.chosen()
@@ -46,7 +46,7 @@ def report() -> dict:
     """This rank's account of itself (run on every engine before setup)."""
     from mpi4py import MPI
 
-    from ..abitable import family_of, first_line
+    from ..variant.abitable import family_of, first_line
 
     loaded = MPI.Get_library_version()
     try:

@@ -44,8 +44,8 @@ import shutil
 import subprocess
 import sys
 
-from ..abitable import family_of, first_line
 from ..errors import LauncherError
+from ..variant.abitable import family_of, first_line
 
 #: what the probe runs in a fresh interpreter: the library mpi4py loads, without initialising MPI
 _PROBE = r"""

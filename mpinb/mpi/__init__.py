@@ -7,7 +7,7 @@ Beyond mpi4jax: ``reduce_scatter``, ``allgatherv``, ``alltoallv``, ``set_debug``
 Importing this module initialises MPI (through mpi4py) and registers the compiled library.
 """
 
-from .. import abi as _abi
+from ..variant import abi as _abi
 
 _abi.chosen()  # the variant of the ABI mpi4py chose: one it has no module for is named here, in mpinb's words
 

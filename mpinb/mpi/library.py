@@ -1,7 +1,7 @@
 """Loading the compiled collective library once: MPI consistency checks, target registration
 and the debug log switch.
 
-The extension ``mpinb._ffi_<abi>`` (the variant of the MPI ABI mpi4py chose: mpinb.abi) links
+The extension ``mpinb._ffi_<abi>`` (the variant of the MPI ABI mpi4py chose: mpinb.variant.abi) links
 against ``libmpi`` by soname and resolves it to the library mpi4py has already loaded, so
 mpi4py.MPI is always imported first. If the extension was built for a different MPI than the one
 mpi4py loaded (MPICH's ``int`` handles against Open MPI's pointers), every handle would be
@@ -18,10 +18,10 @@ import threading
 
 from mpi4py import MPI
 
-from .. import abi
-from ..abitable import family_of as mpi_family
-from ..abitable import first_line
 from ..errors import MPIVariantError
+from ..variant import abi
+from ..variant.abitable import family_of as mpi_family
+from ..variant.abitable import first_line
 from .jax_versions import check_jaxlib_version, future_shift, release
 
 DEBUG_ENV = "MPINB_DEBUG"
@@ -53,7 +53,7 @@ REBUILD_HINT = (
 
 def unloadable_message(error: str, loaded_by_mpi4py: str) -> str:
     """Why the chosen variant's collective library did not load (its file is known to fit the
-    libmpi mpi4py loaded: mpinb.abi checked), and the fix."""
+    libmpi mpi4py loaded: mpinb.variant.abi checked), and the fix."""
     spec = None
     with contextlib.suppress(ImportError):  # no variant fits: named below as missing
         spec = abi.library_file(abi.chosen(), "ffi")

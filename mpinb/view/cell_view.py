@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from ..cell_options import ViewOptions
+from ..options.cell_options import ViewOptions
 from .html import render_html
 from .text import DEFAULT_VIEW, groups, render_text
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from ..cell_options import ViewOptions
+from ..options.cell_options import ViewOptions
 from . import images, links, timeline_svg
 from .hlo_words import REFERENCES
 from .note_words import notes_of

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..analysis import hlo
 from ..analysis.grouping import fold_rank_numbers, merge_sections
-from ..cell_options import ViewOptions
+from ..options.cell_options import ViewOptions
 from ..wire.values import describe
 from . import images
 from .blocks import picture

@@ -176,7 +176,7 @@ class ClusterOptions:
         unknown = sorted(set(keywords) - set(_fields()))
         if unknown:
             raise TypeError(f"unknown cluster option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-                            f"the options are {', '.join(_fields())} (mpinb.cluster_options.ClusterOptions)")
+                            f"the options are {', '.join(_fields())} (mpinb.options.cluster_options.ClusterOptions)")
         return dataclasses.replace(self, **keywords) if keywords else self
 
 

@@ -2,7 +2,7 @@
 word for the ABI, ``mpi4py._mpiabi``), the libmpi soname its libraries link, the MPI families it
 serves and the PyPI wheel that provides such an MPI; and which family an MPI's version string
 names (``family_of``). setup.py reads it (by path: it imports
-nothing) to name what it builds; mpinb.abi reads it to choose at import.
+nothing) to name what it builds; mpinb.variant.abi reads it to choose at import.
 """
 
 from __future__ import annotations

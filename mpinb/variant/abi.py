@@ -1,11 +1,11 @@
-"""Which of the compiled variants (mpinb/abitable.py: one build of the collective library and of
+"""Which of the compiled variants (mpinb/variant/abitable.py: one build of the collective library and of
 the MPI watch per MPI ABI) this process uses, and the checks that it fits the libmpi mpi4py loads.
 
 The choice is mpi4py's own: the ABI that ``mpi4py._mpiabi`` decided for this process (the decision
 behind which of its ``MPI.<abi>.so`` it imports, cached per process; ``MPI4PY_MPIABI`` and
 ``MPI4PY_LIBMPI`` steer it), never a second look at the library. ``MPINB_MPIABI`` forces a variant
 for the rare case where that is wrong. A variant is imported only once the sonames agree
-(its file's DT_NEEDED against the libmpi loaded, read with mpinb.elf): loading a variant of
+(its file's DT_NEEDED against the libmpi loaded, read with mpinb.variant.elf): loading a variant of
 another MPI would bring a second libmpi into the process. Every refusal is one
 :class:`~mpinb.errors.MPIVariantError` naming what was found, what was expected and the fix.
 Imports neither JAX nor mpi4py's MPI module (the engine asks before mpi4py loads it).
@@ -18,14 +18,14 @@ import importlib
 import importlib.machinery
 import os
 
+from ..errors import MPIVariantError
 from . import elf
 from .abitable import VARIANTS, Variant
-from .errors import MPIVariantError
 
-#: forces a variant by name (mpinb/abitable.py), whatever mpi4py chose
+#: forces a variant by name (mpinb/variant/abitable.py), whatever mpi4py chose
 OVERRIDE_ENV = "MPINB_MPIABI"
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # mpinb/, where the variants are built
 
 SOURCE_RECIPE = ("build mpinb from source against that MPI: "
                  "MPINB_MPICC=/path/to/mpicc pip install --no-binary mpinb --no-build-isolation mpinb "
