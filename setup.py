@@ -23,7 +23,7 @@ from setuptools import Extension, setup
 
 
 def find_mpicc():
-    explicit = os.environ.get("MPINB_MPICC")
+    explicit = os.environ.get(variable("MPICC"))
     if explicit:
         if not shutil.which(explicit):
             sys.exit(f"mpinb build: MPINB_MPICC={explicit!r} is not an executable")
@@ -76,9 +76,14 @@ def mpi_flags(mpicc):
     # must not be baked in as an rpath, nor may the release wheel's MPIs; at run time mpi4py has
     # already loaded libmpi (same soname) before mpinb's libraries. A system MPI named by
     # MPINB_MPICC keeps its rpaths.
-    if not os.environ.get("MPINB_MPICC") or os.environ.get("MPINB_VARIANTS"):
+    if not os.environ.get(variable("MPICC")) or os.environ.get(variable("VARIANTS")):
         rpaths = []
     return inc, libdirs, libs or ["mpi"], rpaths, defines
+
+
+def variable(name):
+    """The name of an environment variable of mpinb's one table of them (mpinb/environment.py)."""
+    return getattr(load_by_path("environment"), name).name
 
 
 def load_by_path(name):
@@ -114,7 +119,7 @@ def abi_of(mpicc, defines):
 def wanted_variants():
     """[(variant, mpicc)]: MPINB_VARIANTS, or the one MPI found."""
     table = load_by_path("variant/abitable")
-    given = os.environ.get("MPINB_VARIANTS", "").replace(",", " ").split()
+    given = os.environ.get(variable("VARIANTS"), "").replace(",", " ").split()
     if not given:
         mpicc = find_mpicc()
         return [(abi_of(mpicc, mpi_flags(mpicc)[4]), mpicc)]

@@ -80,7 +80,7 @@ def test_a_shard_map_transpose_over_the_processes_equals_numpy(cluster):
         assert f"  rows {2 * rank}:{2 * rank + 2}  rank {rank}" in text, text
 
 
-MPINB_IN_SHARD_MAP = """
+IN_SHARD_MAP = """
 import jax, jax.numpy as jnp, numpy as np
 from mpi4py import MPI
 from jax.sharding import NamedSharding, PartitionSpec as P
@@ -146,7 +146,7 @@ def test_mpinb_collectives_inside_shard_map_equal_jax_s(cluster):
     grad (allreduce's as psum's: each process's copy counts); their results vary per process,
     even of a replicated operand, so out_specs=P() is refused as for JAX's; gather, whose shape
     differs between root and the others, is refused."""
-    res = cluster.run_cell(MPINB_IN_SHARD_MAP, show=["checks"])
+    res = cluster.run_cell(IN_SHARD_MAP, show=["checks"])
     assert res.ok, res.text()
     for rec in res.records.values():
         assert rec.show["checks"]["repr"] == repr({"transpose": True, "transpose is A.T": True, "mixed": True,

@@ -29,6 +29,7 @@ import time
 
 from traitlets.config import Config
 
+from .. import environment
 from ..cells import health
 from ..errors import ClusterBusy, ClusterError, ClusterLost, ClusterNotRunning
 from ..launch.launchers import launcher_for, slurm_mode
@@ -106,11 +107,11 @@ class MPICluster:
         # UCX's own crash handler prints a C backtrace (seconds, under load) before the rank
         # dies; faulthandler already gives the Python one, and the report must come fast.
         # MPINB_CLUSTER_ID: every process of the job carries the cluster's id (what tests count)
-        env = {"UCX_HANDLE_ERRORS": "none", "MPINB_CLUSTER_ID": self.cluster_id or ""}
+        env = {"UCX_HANDLE_ERRORS": "none", environment.CLUSTER_ID.name: self.cluster_id or ""}
         if self.devices == "cpu":
             env["JAX_PLATFORMS"] = "cpu"
         launch.configure(c, env)
-        c.LocalControllerLauncher.environment = {"MPINB_CLUSTER_ID": self.cluster_id or ""}
+        c.LocalControllerLauncher.environment = {environment.CLUSTER_ID.name: self.cluster_id or ""}
         return c
 
     # ----------------------------------------------------------------------- lifecycle

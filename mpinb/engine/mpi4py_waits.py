@@ -18,11 +18,12 @@ import ctypes
 import os
 import sys
 
+from .. import environment
 from ..launch.mpi_impl import LIBMPI_ENV
 from ..variant import abi
 
 #: "0" turns the watch off
-WATCH_ENV = "MPINB_MPI_WATCH"
+WATCH_ENV = environment.MPI_WATCH.name
 #: ext/mpi_watch.c's words for a rank that is any rank, none, or any tag
 PEER_NONE, PEER_ANY, TAG_ANY = -1, -2, -1
 #: members of a communicator read at most (a bigger one reads as unknown)

@@ -27,9 +27,10 @@ from __future__ import annotations
 import os
 import signal
 
+from .. import environment
 from . import settle
 
-ENV = "MPINB_WITHDRAW"
+ENV = environment.WITHDRAW.name
 #: the signal that withdraws a waiting receive: a real-time one, which neither MPI, Python nor
 #: ipyparallel uses (None where the platform has none: receives are then never withdrawn)
 WAKE_SIGNAL: int | None = int(signal.SIGRTMIN) + 4 if hasattr(signal, "SIGRTMIN") else None

@@ -23,9 +23,11 @@ import linecache
 import os
 import sys
 
+from .. import environment
+
 CONTEXT = 2  # lines before and after the failing line
 HIDDEN_PACKAGES = ("jax", "jaxlib", "mpinb")
-FULL_ENV = "MPINB_TRACEBACK"  # "full": keep every frame
+FULL_ENV = environment.TRACEBACK.name  # "full": keep every frame
 _CHAIN_SKIP = ("UnfilteredStackTrace",)  # JAX attaches the unfiltered trace as the cause
 #: the cause JAX attaches to an error raised while it transformed an operation (a backward pass,
 #: a lowering): the operation's own stack, said again. Folded into one line naming the user's

@@ -44,6 +44,7 @@ import shutil
 import subprocess
 import sys
 
+from .. import environment
 from ..errors import LauncherError
 from ..variant.abitable import family_of, first_line
 
@@ -65,7 +66,7 @@ print(json.dumps({"version": MPI.Get_library_version(), "path": path}))
 #: variables that change which MPI mpi4py loads (the probe's cache is keyed on them)
 #: the libmpi file mpi4py loads, as the launcher found it, told to the engines: the MPI watch
 #: (mpinb.engine.mpi4py_waits), which needs it, loads it before mpi4py does
-LIBMPI_ENV = "MPINB_LIBMPI"
+LIBMPI_ENV = environment.LIBMPI.name
 _LOADER_VARIABLES = ("MPI4PY_LIBMPI", "LD_LIBRARY_PATH", "LD_PRELOAD", "PATH")
 
 

@@ -18,17 +18,18 @@ import threading
 
 from mpi4py import MPI
 
+from .. import environment
 from ..errors import MPIVariantError
 from ..variant import abi
 from ..variant.abitable import family_of as mpi_family
 from ..variant.abitable import first_line
 from .jax_versions import check_jaxlib_version, future_shift, release
 
-DEBUG_ENV = "MPINB_DEBUG"
-CHECKED_ENV = "MPINB_CHECKED"
-MALLOC_ENV = "MPINB_MALLOC_TUNING"
-HUGE_PAGES_ENV = "MPINB_HUGE_PAGES"
-OVERLAP_ENV = "MPINB_OVERLAP"
+DEBUG_ENV = environment.DEBUG.name
+CHECKED_ENV = environment.CHECKED.name
+MALLOC_ENV = environment.MALLOC_TUNING.name
+HUGE_PAGES_ENV = environment.HUGE_PAGES.name
+OVERLAP_ENV = environment.OVERLAP.name
 
 # glibc mallopt parameters (malloc.h)
 _M_TRIM_THRESHOLD = -1

@@ -18,12 +18,13 @@ import importlib
 import importlib.machinery
 import os
 
+from .. import environment
 from ..errors import MPIVariantError
 from . import elf
 from .abitable import VARIANTS, Variant
 
 #: forces a variant by name (mpinb/variant/abitable.py), whatever mpi4py chose
-OVERRIDE_ENV = "MPINB_MPIABI"
+OVERRIDE_ENV = environment.MPIABI.name
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # mpinb/, where the variants are built
 

@@ -35,6 +35,8 @@ from __future__ import annotations
 import json
 import os
 
+from .. import environment
+
 STATUS_KEY = "mpinb_status"
 EXIT_MARKER = "MPINB-EXIT "
 #: an exit record line, newline included, fits in one atomic pipe write (PIPE_BUF is 4096 on
@@ -73,7 +75,7 @@ def finishing_queued_work(where: dict | None) -> bool:
 
 #: the variable through which the rank wrapper (mpinb.launch.rank) tells its engine the folder it
 #: reads the engine's fault report from (the engine's setup writes faulthandler's output there)
-STATUS_DIR_ENV = "MPINB_STATUS_DIR"
+STATUS_DIR_ENV = environment.STATUS_DIR.name
 
 
 def fault_path(directory: str, rank: int | None) -> str:
