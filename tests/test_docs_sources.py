@@ -15,6 +15,8 @@ import types
 from pathlib import Path
 
 import pytest
+from support import doc_blocks
+from support import prose as sentences_of
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -223,3 +225,31 @@ def test_a_docstring_docutils_would_misread_is_shown_as_written():
     lines = list(fine)
     plain_docstrings.as_written(NO_SPHINX, "module", "m", None, {}, lines)
     assert lines == fine
+
+
+@pytest.mark.parametrize("page", doc_blocks.pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_mpinb_name_a_page_mentions_exists(page):
+    missing = []
+    for name in sorted(doc_blocks.dotted_names(page)):
+        try:
+            doc_blocks.resolve(name)
+        except (ImportError, AttributeError) as exc:
+            missing.append(f"{name}: {exc}")
+    assert missing == []
+
+
+#: the field's sentence length (ipyparallel's documentation: 14.5 words on average, no page above
+#: 18.2, its longest sentences about 40 words), with room for a page of short lists
+MEAN_WORDS, LONGEST_WORDS = 18.5, 40
+
+
+@pytest.mark.parametrize("page", doc_blocks.pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_sentences_are_as_short_as_the_field_s(page):
+    mean, longest, count = sentences_of.stats(page.read_text())
+    assert count == 0 or (mean <= MEAN_WORDS and longest <= LONGEST_WORDS), (round(mean, 1), longest)
+
+
+def test_the_sentence_count_sees_sentences_and_leaves_code_out():
+    text = ("# Title\n\nOne two three. Four five `mpinb.mpi` six.\n\n```python\nnot counted at all here\n```\n"
+            "- a list item of five words\n| a | table |\n")
+    assert sentences_of.sentences(text) == [3, 4, 6]
