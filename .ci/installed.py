@@ -6,7 +6,9 @@
 3. ``mpinb --version`` is the distribution's version;
 4. ``mpinb tutorials DIR`` writes the notebooks the package ships;
 5. ``mpinb demo -n 2`` passes;
-6. the first workshop notebook, copied by ``mpinb tutorials``, executes on 2 ranks without an error.
+6. with ``--lab`` (the ``lab`` extra installed): ``jupyter lab`` opens a tutorial ``mpinb tutorials``
+   copied, as the README says to;
+7. the first workshop notebook, copied by ``mpinb tutorials``, executes on 2 ranks without an error.
 
 Exit status 0 only if all hold; each step prints one line.
 """
@@ -140,6 +142,38 @@ def check_notebook(folder: str, name: str) -> None:
         step(f"  slow: {line}")
 
 
+def check_lab(folder: str, name: str) -> None:
+    """``jupyter lab`` started in the tutorials' folder, as the README says, serves the notebook."""
+    import secrets
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = secrets.token_hex(8)
+    lab = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
+                            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", f"--IdentityProvider.token={token}",
+                            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+                           cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, served = time.monotonic() + 120, None
+        while served is None and time.monotonic() < deadline and lab.poll() is None:
+            try:
+                with urllib.request.urlopen(
+                        f"http://127.0.0.1:{port}/api/contents/{name}?token={token}", timeout=5) as reply:
+                    served = reply.status
+            except OSError:
+                time.sleep(0.5)
+        assert served == 200, f"jupyter lab did not serve {name} (exit {lab.poll()})"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}", timeout=30) as page:
+            assert page.status == 200 and b"JupyterLab" in page.read()
+    finally:
+        lab.terminate()
+        lab.wait(timeout=30)
+    step(f"jupyter lab serves {name} from {folder}")
+
+
 def slow_parts(nb, started: datetime.datetime, at_least: float = 30.0) -> list[str]:
     """What took at least ``at_least`` seconds of a notebook's run, from nbclient's own timestamps:
     the kernel's start (until the first cell began), each code cell (its first line), the end
@@ -180,6 +214,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", required=True, type=Path, help="the source tree the package was built from")
     parser.add_argument("--kind", default="install", help="what was installed (for the log)")
+    parser.add_argument("--lab", action="store_true", help="the lab extra is installed: check jupyter lab")
     args = parser.parse_args()
     assert not (Path.cwd() / "mpinb").exists(), "run this from a folder outside the source tree"
     root = tempfile.mkdtemp(prefix=f"mpinb-{args.kind}-")
@@ -191,6 +226,8 @@ def main() -> int:
         folder = os.path.join(root, "my-tutorials")
         notebooks = check_tutorials(folder)
         check_demo()
+        if args.lab:
+            check_lab(folder, notebooks[0])
         check_notebook(folder, notebooks[0])
     finally:
         remove_when_released(root)

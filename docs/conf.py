@@ -35,7 +35,7 @@ extensions = [
 ]
 
 # ------------------------------------------------------------------------------ the sources
-exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
+exclude_patterns = ["_build", "_generated", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
 myst_heading_anchors = 3
 myst_enable_extensions = ["colon_fence", "deflist"]
 nb_execution_mode = "off"  # the tutorials come executed from the notebook tests
@@ -45,16 +45,18 @@ nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json
                               ("html", "application/vnd.jupyter.widget-state+json", None)]
 
 # ------------------------------------------------------------------------------ the API pages
-# one page per room of the package (a subpackage, or the modules at its top), each module on it
-# documented by autodoc from its docstrings: written below before Sphinx reads its sources
+# the public API on reference/api.md (autodoc, with type hints in the signatures), and for
+# developers one page per room of the package (a subpackage, or the modules at its top), each
+# module on it documented from its docstrings: written below before Sphinx reads its sources
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"
-autodoc_typehints = "none"  # the signatures say what the docstrings need; no unresolved type targets
+autodoc_typehints = "signature"
+autodoc_typehints_format = "short"
 
 # ------------------------------------------------------------------------------ the output
 html_theme = "furo"
 html_title = "mpinb"
-html_static_path: list = []
+html_static_path = ["_static"]  # the view's screenshots (reference/reading-the-view.md)
 
 TUTORIALS = ("01_quickstart", "02_debugging_transpose", "03_pencil_fft", "04_jax_native",
              "05_distributed_cg", "06_hangs")
@@ -117,7 +119,8 @@ def api_pages() -> dict:
 
 
 def write_api_pages() -> None:
-    """docs/api/generated/ROOM.md for every room: each of its modules by autodoc."""
+    """docs/api/generated/ROOM.md for every room: each of its modules by autodoc (the developer
+    API, docs/developer-api.md)."""
     out = HERE / "api" / "generated"
     out.mkdir(parents=True, exist_ok=True)
     rooms = api_pages()
@@ -127,7 +130,8 @@ def write_api_pages() -> None:
         title = "mpinb: the package and its top-level modules" if room == "mpinb" else f"mpinb.{room}"
         lines = [f"# {title}", ""]
         for name in names:
-            lines += [f"## {name}", "", "```{eval-rst}", f".. automodule:: {name}", "```", ""]
+            # not indexed: the public API's own page (reference/api.md) is where its names are
+            lines += [f"## {name}", "", "```{eval-rst}", f".. automodule:: {name}", "   :no-index:", "```", ""]
         target = out / f"{room}.md"
         text = "\n".join(lines)
         if not target.is_file() or target.read_text() != text:
@@ -135,6 +139,56 @@ def write_api_pages() -> None:
 
 
 write_api_pages()
+
+GENERATED = HERE / "_generated"
+
+
+def write_if_changed(path: pathlib.Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+
+
+def write_environment_tables() -> None:
+    """docs/_generated/environment.md and environment-tests.md: the variables of
+    mpinb/environment.py, the one table of them (reference/environment.md includes these)."""
+    sys.path.insert(0, str(ROOT))
+    from mpinb import environment
+
+    for name, variables in (("environment", environment.VARIABLES), ("environment-tests", environment.TEST_VARIABLES)):
+        lines = []
+        for v in variables:
+            lines += [f"`{v.name}`", f": {v.meaning} Read by {v.read_by}. Values: {v.values}. Default: {v.default}.",
+                      ""]
+        write_if_changed(GENERATED / f"{name}.md", "\n".join(lines))
+
+
+write_environment_tables()
+
+
+def text_of(output: dict) -> str:
+    """An output's text: a stream's, or a display's text/plain."""
+    stream = output.get("output_type") == "stream"
+    text = output["text"] if stream else output.get("data", {}).get("text/plain", "")
+    return text if isinstance(text, str) else "".join(text)
+
+
+def write_first_example() -> None:
+    """docs/_generated/first-example.md: the quickstart's first %%mpijax cells and the text of
+    their views, from the tutorials' saved run (getting-started.md includes it)."""
+    source = EXECUTED / "01_quickstart.ipynb"
+    if not source.is_file():
+        source = SHIPPED / "01_quickstart.ipynb"
+    cells = [c for c in json.loads(source.read_text())["cells"] if c["cell_type"] == "code"][1:3]
+    lines = []
+    for cell in cells:
+        code = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        shown = "\n".join(t.rstrip("\n") for t in map(text_of, cell.get("outputs", [])) if t.strip())
+        lines += ["```text", code.rstrip("\n"), "```", "", "```text", shown or "(no saved run: no output)", "```", ""]
+    write_if_changed(GENERATED / "first-example.md", "\n".join(lines))
+
+
+write_first_example()
 
 
 def _warn_unexecuted(app) -> None:
