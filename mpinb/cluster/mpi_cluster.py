@@ -5,15 +5,11 @@
     result = cluster.run_cell("import jax; x = jax.numpy.ones(3)")
     cluster.stop()
 
-Launching (see :mod:`mpinb.launch.launchers`): by default a single-node job on loopback, started with
-MPICH's ``mpiexec.gforker`` from the ``mpich`` wheel (it opens no listening socket) and
-shared-memory MPI transports; nothing listens on a network interface. ``launcher="slurm"`` runs
-the ranks as a job step of the current Slurm allocation (``srun --mpi=pmi2``) or, outside one,
-as a batch job (``nodes``, ``partition``, ``account``, ``time_limit``); the controller then
-listens on every interface, with CurveZMQ encryption. ``launcher="mpiexec"`` (implied by
-``mpi_cmd`` or ``mpi_args``) uses the given launcher as is, e.g. on PBS
-``MPICluster(n=64, mpi_cmd=["mpiexec"], mpi_args=["-f", "$PBS_NODEFILE"], controller_ip="*")``.
-Every argument ends up in the ipyparallel configuration returned by ``config()``.
+Launching (:mod:`mpinb.launch.launchers`): by default a job on this host, started with the
+launcher of the MPI mpi4py loads, MPI on shared memory and the controller on loopback.
+``launcher="slurm"`` runs the ranks as a job step of the current Slurm allocation or as a batch
+job; ``launcher="mpiexec"`` (implied by ``mpi_cmd`` or ``mpi_args``) uses the launcher given, as
+on PBS. Every option ends up in the ipyparallel configuration that ``config()`` returns.
 """
 
 from __future__ import annotations
@@ -29,17 +25,16 @@ import time
 
 from traitlets.config import Config
 
-from .. import environment
 from ..cells import health
 from ..errors import ClusterBusy, ClusterError, ClusterLost, ClusterNotRunning
 from ..launch.launchers import launcher_for, slurm_mode
 from ..options.cell_options import CellOptions
 from ..options.cluster_options import ClusterOptions
 from ..view import error_words as _error_words  # noqa: F401 - gives mpinb.errors its voice
-from . import lifetime, outside_end, registry, upkeep
+from . import lifetime, outside_end, registry, standby, upkeep
 from .progress import StartProgress
 from .settled_messages import SettledMessages
-from .start_phases import run_start
+from .start_phases import configuration, run_start
 from .watchdog import kill_with_group
 
 
@@ -56,7 +51,7 @@ class MPICluster:
     """
 
     def __init__(self, options: ClusterOptions | int | None = None, /, **keywords):
-        self.options = _options_given(options, keywords)
+        self.options = ClusterOptions.given(options, keywords)
         for field in dataclasses.fields(ClusterOptions):
             setattr(self, field.name, getattr(self.options, field.name))
         self.launcher = self.options.chosen_launcher
@@ -81,6 +76,10 @@ class MPICluster:
         self.record: dict | None = None   # its registry file as written at its start or attach
         self._own_cluster_id = False      # the id was made here (a restart makes a new one)
         self.adopting = False             # taking in a cluster ipyparallel started (mpinb.cluster.attach.adopt)
+        self.listed = True                # in ipyparallel's cluster files (a standby is not, until swapped in)
+        self.idle_since: float | None = None  # when the last cell ended (None while one runs)
+        self._standby = None              # the next restart's engines (mpinb.cluster.standby)
+        self.replayed: list[tuple[str, float]] = []  # the last restart's replayed cells: (first line, seconds)
 
     @property
     def local(self) -> bool:
@@ -98,21 +97,7 @@ class MPICluster:
     # ----------------------------------------------------------------------- configuration
     def config(self) -> Config:
         """The ipyparallel configuration this cluster starts with (inspectable, testable)."""
-        c = Config()
-        c.Cluster.n = self.n
-        launch = launcher_for(self)
-        c.Cluster.controller_ip = launch.controller_ip()
-        if launch.encrypted():
-            c.Cluster.controller_args = ["--IPController.enable_curve=True"]
-        # UCX's own crash handler prints a C backtrace (seconds, under load) before the rank
-        # dies; faulthandler already gives the Python one, and the report must come fast.
-        # MPINB_CLUSTER_ID: every process of the job carries the cluster's id (what tests count)
-        env = {"UCX_HANDLE_ERRORS": "none", environment.CLUSTER_ID.name: self.cluster_id or ""}
-        if self.devices == "cpu":
-            env["JAX_PLATFORMS"] = "cpu"
-        launch.configure(c, env)
-        c.LocalControllerLauncher.environment = {environment.CLUSTER_ID.name: self.cluster_id or ""}
-        return c
+        return configuration(self)
 
     # ----------------------------------------------------------------------- lifecycle
     @property
@@ -131,6 +116,8 @@ class MPICluster:
             run_start(self, t0, progress)
         finally:
             progress.close(keep=keep_progress)
+        self.idle_since = time.monotonic()
+        standby.prepare(self)
         return self
 
     def _protect_connection_files(self) -> None:
@@ -145,10 +132,16 @@ class MPICluster:
         return sorted(glob.glob(os.path.join(security, f"*{self._cluster.cluster_id}*.json")))
 
     def stop(self) -> None:
-        """Stop engines and controller (idempotent). Engines are killed, not asked: their
-        namespaces are discarded anyway, and a rank blocked inside MPI would not answer."""
+        """Stop engines and controller (idempotent), and the standby. Engines are killed, not
+        asked: their namespaces are discarded anyway, and a rank blocked inside MPI would not answer."""
+        self._stop_standby()
         self._teardown()
         self.lost = self.ended = None
+
+    def _stop_standby(self) -> None:
+        standby, self._standby = self._standby, None
+        if standby is not None:
+            standby.stop()
 
     def _teardown(self, ended: bool = False) -> None:
         """End every process of the cluster and forget it; ``ended``: it ended outside this
@@ -208,15 +201,27 @@ class MPICluster:
 
     def restart(self, replay_setup: bool = True, keep_progress: bool = True) -> MPICluster:
         """Kill and start a cluster of the same size; replay the cells marked as setup. The
-        notebook's own state is untouched; only the engines' namespaces start afresh.
-        ``keep_progress=False``: the start's progress bar is taken away once done (a restart
-        inside a cell, whose view says it)."""
+        notebook's own state is untouched; only the engines' namespaces start afresh. A standby
+        prepared ahead is swapped in (a second); else the cluster starts anew. ``keep_progress=
+        False``: the start's progress bar is taken away once done (a restart inside a cell, whose
+        view says it). ``replayed`` then holds each replayed cell's first line and seconds."""
         cells = list(self.setup_cells)
+        t0 = time.perf_counter()
+        waiting, self._standby = self._standby, None
+        ready = waiting.take(wait=self.start_timeout) if waiting is not None else None
         self._teardown()
-        self.start(keep_progress=keep_progress)
-        if replay_setup:
-            for code in cells:
-                self.run_cell(code, CellOptions(setup=True))
+        if ready is not None:
+            standby.swap_in(self, ready)
+            self.start_seconds = time.perf_counter() - t0
+            self.idle_since = time.monotonic()
+            standby.prepare(self)
+        else:
+            self.start(keep_progress=keep_progress)
+        self.replayed = []
+        for code in cells if replay_setup else []:
+            started = time.perf_counter()
+            self.run_cell(code, CellOptions(setup=True))
+            self.replayed.append((code.strip().split("\n")[0], time.perf_counter() - started))
         return self
 
     # ----------------------------------------------------------------------- cells
@@ -245,20 +250,17 @@ class MPICluster:
         cell under way reports the ranks' deaths itself, each with how it died)."""
         return outside_end.of_cluster(self, job)
 
-    def notice_outside_end(self, ended: dict | None = None, job: bool = True) -> dict | None:
-        """If the cluster ended outside this notebook (``ended``, or as ``ended_outside(job)``
-        finds it), end what is left of it at once and keep the facts (``self.ended``): the next
-        cell and ``status()`` say what happened. The facts, or None while it runs."""
-        ended = ended or self.ended_outside(job)
-        if ended is None:
-            return None
-        self.ended = ended
-        self._teardown(ended=True)
+    def notice_outside_end(self, job: bool = True) -> dict | None:
+        """If the cluster ended outside this notebook (``ended_outside(job)``), end what is left
+        of it at once and keep the facts (``self.ended``) for the next cell and ``status()``."""
+        ended = self.ended_outside(job)
+        if ended is not None:
+            self.ended = ended
+            self._teardown(ended=True)
         return ended
 
     def mark_ended(self, ended: dict) -> None:
-        """Note that a cell saw the cluster end outside this notebook (``ended``: its facts);
-        what is left of it is ended once the cell is over."""
+        """A cell saw the cluster end outside this notebook; what is left ends after the cell."""
         self.ended = ended
 
     def engines_of(self, ranks) -> object:
@@ -316,7 +318,16 @@ class MPICluster:
         options = CellOptions(**keywords) if options is None else options
         client = self.client
         mark = self._settled.begin(client) if client is not None else 0
-        result = CellRun(self, code, options, stream=stream).run()
+        self.idle_since = None
+        waiting = self._standby
+        if waiting is not None:
+            waiting.pause()  # the cell has the cores
+        try:
+            result = CellRun(self, code, options, stream=stream).run()
+        finally:
+            if waiting is not None:
+                waiting.resume()
+            self.idle_since = time.monotonic()
         if client is not None and client is self.client:  # after a restart the old client is gone
             self._settled.end(client, [v for v in self._direct_views.values() if v.client is client], mark)
         if (self.lost or self.ended) and self.running:  # nothing of a gone job is left running
@@ -436,13 +447,3 @@ class MPICluster:
     def __repr__(self) -> str:
         state = f"running, engines {list(self.client.ids)}" if self.running else "stopped"
         return f"<MPICluster n={self.n} {state}>"
-
-
-def _options_given(options, keywords: dict) -> ClusterOptions:
-    """The options MPICluster was given: a ClusterOptions, its fields as keywords (overriding
-    those of one given), or ``n`` first."""
-    if options is None or isinstance(options, ClusterOptions):
-        return (options or ClusterOptions()).updated(keywords)
-    if "n" in keywords:
-        raise TypeError("MPICluster: n given twice (first and as n=)")
-    return ClusterOptions().updated({"n": options, **keywords})

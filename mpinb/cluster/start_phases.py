@@ -11,6 +11,9 @@ import secrets
 import tempfile
 import time
 
+from traitlets.config import Config
+
+from .. import environment
 from ..cells import health
 from ..errors import ClusterError, ControllerError, LauncherError
 from ..launch.launchers import launcher_for
@@ -33,6 +36,31 @@ class LauncherExited(EnginesMissing):
     """The MPI launcher ended before every engine registered; ``facts``: its exit status, when."""
 
 
+#: the controller's own options (see configuration)
+CONTROLLER_ARGS = ["--IPController.use_threads=True", "--IPController.broadcast_scheduler_depth=0"]
+
+
+def configuration(cluster) -> Config:
+    """The ipyparallel configuration ``cluster`` (an MPICluster) starts with: its launcher's
+    (mpinb.launch.launchers), the controller's address and encryption, the engines' environment."""
+    c = Config()
+    c.Cluster.n = cluster.n
+    launch = launcher_for(cluster)
+    c.Cluster.controller_ip = launch.controller_ip()
+    # the schedulers as threads of the controller's process, one broadcast scheduler: a cell's
+    # few messages need no more, and one process starts faster and holds less than eight
+    c.Cluster.controller_args = CONTROLLER_ARGS + (["--IPController.enable_curve=True"] if launch.encrypted() else [])
+    # UCX's own crash handler prints a C backtrace (seconds, under load) before the rank
+    # dies; faulthandler already gives the Python one, and the report must come fast.
+    # MPINB_CLUSTER_ID: every process of the job carries the cluster's id (what tests count)
+    env = {"UCX_HANDLE_ERRORS": "none", environment.CLUSTER_ID.name: cluster.cluster_id or ""}
+    if cluster.devices == "cpu":
+        env["JAX_PLATFORMS"] = "cpu"
+    launch.configure(c, env)
+    c.LocalControllerLauncher.environment = {environment.CLUSTER_ID.name: cluster.cluster_id or ""}
+    return c
+
+
 def run_start(cluster, t0: float, progress: StartProgress) -> None:
     """The phases of ``cluster.start()``: controller, engines registering, checked, set up."""
     import ipyparallel as ipp
@@ -50,8 +78,9 @@ def run_start(cluster, t0: float, progress: StartProgress) -> None:
     except LauncherError:
         cluster._teardown()
         raise
-    cluster._cluster = ipp.Cluster(config=config, log_level=40, engine_timeout=cluster.start_timeout,
-                                   cluster_id=cluster.cluster_id)
+    listing = {} if cluster.listed else {"cluster_file": ""}  # a standby is not listed until swapped in
+    cluster._cluster = ipp.Cluster(config=config, log_level=40, engine_timeout=int(cluster.start_timeout),
+                                   cluster_id=cluster.cluster_id, **listing)
     try:
         start_controller(cluster._cluster, cluster.start_timeout)
         cluster._cluster.start_engines_sync()

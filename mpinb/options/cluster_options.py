@@ -115,6 +115,10 @@ class ClusterOptions:
         "let the cluster outlive the process that started it (a kernel restarted or killed), ending itself "
         "after this many seconds with none attached (attach reconnects); default: it ends with its holder",
         Flag("--keep-alive", seconds, metavar="S")))
+    standby: bool = field(default=True, metadata=about(
+        "prepare the next restart's engines ahead, while the notebook is idle, so that a restart takes a "
+        "second (costs the memory of a second set of engines; not with a Slurm batch job)",
+        Flag("--no-standby", switch=True)))
     devices: str = field(default="cpu", metadata=about(
         "which devices each rank's JAX uses: cpu (what mpinb's collectives move) or per-rank (one local "
         "accelerator per rank, by its rank on its host)", Flag("--devices", choices=DEVICES)))
@@ -169,6 +173,16 @@ class ClusterOptions:
     def help_of(cls, name: str) -> str:
         """The one line of help of a field."""
         return _fields()[name].metadata["help"]
+
+    @classmethod
+    def given(cls, options, keywords: dict) -> ClusterOptions:
+        """The options MPICluster was given: a ClusterOptions, its fields as keywords (overriding
+        those of one given), or ``n`` first."""
+        if options is None or isinstance(options, ClusterOptions):
+            return (options or cls()).updated(keywords)
+        if "n" in keywords:
+            raise TypeError("MPICluster: n given twice (first and as n=)")
+        return cls().updated({"n": options, **keywords})
 
     def updated(self, keywords: dict) -> ClusterOptions:
         """These options with the fields ``keywords`` names changed; TypeError naming a keyword
