@@ -182,9 +182,12 @@ class MpiJaxMagics(Magics):
         return self.shell.execution_count if count is None else count
 
     def _require_cluster(self) -> MPICluster:
-        if self.cluster is None or not self.cluster.running:
+        """The cluster to run on; one whose job is gone, or that ended outside this notebook, too:
+        running a cell on it says so (ClusterLost), and what to do."""
+        cluster = self.cluster
+        if cluster is None or not (cluster.running or cluster.lost or cluster.ended):
             raise UsageError("%mpijax: no cluster running; start one with %mpijax start -n 4")
-        return self.cluster
+        return cluster
 
     def _start(self, args) -> None:
         """%mpijax start: a new cluster with the options given."""
@@ -260,7 +263,8 @@ class MpiJaxMagics(Magics):
                 cluster.restart(replay_setup=not args.no_replay)
             except ClusterError as exc:
                 raise UsageError(f"%mpijax restart: {exc}") from exc
-            print(restart_words(cluster.n, cluster.start_seconds, len(cluster.setup_cells), not args.no_replay))
+            print(restart_words(cluster.n, cluster.start_seconds, len(cluster.setup_cells), not args.no_replay,
+                                cluster.replayed))
             return None
         if cmd == "status":
             status = StatusTable(self.cluster.status() if self.cluster else {"running": False})

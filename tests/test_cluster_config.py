@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from mpinb.cluster.mpi_cluster import MPICluster
+from mpinb.cluster.start_phases import CONTROLLER_ARGS
 from mpinb.launch.launchers import default_mpiexec
 
 
@@ -48,10 +49,12 @@ def test_slurm_job_step_inside_an_allocation(monkeypatch):
     c = cluster.config()
     assert cluster.slurm_mode == "step" and not cluster.local
     assert c.Cluster.engine_launcher_class == "mpi"
-    assert c.MPILauncher.mpi_cmd == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1", "--job-name=mpinb-17-abcd"]
+    # --overlap: the standby's step (mpinb.cluster.standby) shares the running step's CPUs
+    assert c.MPILauncher.mpi_cmd == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1", "--overlap",
+                                     "--job-name=mpinb-17-abcd"]
     assert c.MPILauncher.mpi_args == ["--nodes=2", "--cpu-bind=cores"]
     assert c.Cluster.controller_ip == "*"  # the engines are remote: every interface,
-    assert c.Cluster.controller_args == ["--IPController.enable_curve=True"]  # and encrypted
+    assert c.Cluster.controller_args == [*CONTROLLER_ARGS, "--IPController.enable_curve=True"]  # and encrypted
 
 
 def test_slurm_batch_job_outside_an_allocation(monkeypatch):
@@ -92,11 +95,12 @@ def test_slurm_batch_script_as_sbatch_gets_it(monkeypatch, tmp_path):
 
 
 def test_encryption_follows_the_controller_address():
-    assert "controller_args" not in MPICluster(n=2).config().Cluster
+    curve = "--IPController.enable_curve=True"
+    assert MPICluster(n=2).config().Cluster.controller_args == CONTROLLER_ARGS
     c = MPICluster(n=2, mpi_cmd=["mpiexec"], controller_ip="10.0.0.5").config()
-    assert c.Cluster.controller_args == ["--IPController.enable_curve=True"]
-    assert "controller_args" not in MPICluster(n=2, mpi_cmd=["mpiexec"], controller_ip="10.0.0.5",
-                                               encrypt=False).config().Cluster
+    assert c.Cluster.controller_args == [*CONTROLLER_ARGS, curve]
+    assert curve not in MPICluster(n=2, mpi_cmd=["mpiexec"], controller_ip="10.0.0.5",
+                                   encrypt=False).config().Cluster.controller_args
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

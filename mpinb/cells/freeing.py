@@ -191,7 +191,7 @@ def restart_after_deadlock(cluster, result: CellResult) -> None:
         result.notes.append(Note("restart_failed", {"problem": str(exc)}))
         return
     result.notes.append(Note("restarted", {"n": cluster.n, "seconds": cluster.start_seconds or 0.0,
-                                           "replayed": replayed}))
+                                           "replayed": replayed, "cells": list(cluster.replayed)}))
     result.restarted = True
     result.restart_seconds = time.perf_counter() - t0
     for rank, state in result.states.items():

@@ -48,6 +48,7 @@ def status(cluster) -> dict:
         "pids": [e["pid"] for e in cluster.engines],
         "hosts": sorted({e["host"] for e in cluster.engines}),
         "setup_cells": len(cluster.setup_cells),
+        "standby": cluster.standby_facts(),
     }
 
 

@@ -245,9 +245,8 @@ class MPICluster:
         return mended
 
     def ended_outside(self, job: bool = True) -> dict | None:
-        """How the running cluster ended outside this notebook, if it did (its facts: mpinb.cluster.
-        outside_end.of_cluster); None while it runs. ``job=False``: not the end of its MPI job (a
-        cell under way reports the ranks' deaths itself, each with how it died)."""
+        """How the running cluster ended outside this notebook, if it did, else None (mpinb.cluster.
+        outside_end.of_cluster; ``job=False``: a cell under way reports its ranks' deaths itself)."""
         return outside_end.of_cluster(self, job)
 
     def notice_outside_end(self, job: bool = True) -> dict | None:
@@ -258,6 +257,11 @@ class MPICluster:
             self.ended = ended
             self._teardown(ended=True)
         return ended
+
+    def standby_facts(self) -> dict:
+        """The standby's state and memory (mpinb.cluster.standby), or why there is none."""
+        why_not = standby.usable(self)
+        return {"state": why_not} if why_not or self._standby is None else self._standby.facts()
 
     def mark_ended(self, ended: dict) -> None:
         """A cell saw the cluster end outside this notebook; what is left ends after the cell."""
@@ -404,9 +408,8 @@ class MPICluster:
         return self.on_engines(drop_left, ranks=ranks)
 
     def launcher_ended(self):
-        """The exit status of the MPI launcher started on this host if it has ended (an int, or
-        'unknown'), else None; None too for a launcher that leaves nothing running here (a
-        batch job's ``sbatch``)."""
+        """The exit status of this host's MPI launcher once it ended (an int, or 'unknown'); else
+        None, and for a launcher that leaves nothing running here (a batch job's ``sbatch``)."""
         return health.launcher_ended(self)
 
     def exit_records(self) -> dict[int, dict]:
@@ -415,9 +418,8 @@ class MPICluster:
         return health.exit_records(self)
 
     def dead_ranks(self) -> dict[int, dict]:
-        """{rank: its death} for engines that are gone: unregistered from the controller (their
-        nanny saw them exit); a death is {"returncode": ...} from the launcher's exit record, None
-        where there is none (mpinb.view.words.death_words says it)."""
+        """{rank: its death} for engines that are gone (their nanny unregistered them); a death is
+        {"returncode": ...} from the launcher's exit record, None where there is none."""
         return health.dead_ranks(self)
 
     def fault_report(self, rank: int) -> str:
@@ -429,8 +431,7 @@ class MPICluster:
         self._watched = dict(results)
 
     def inflight(self, rank: int) -> dict | None:
-        """The MPI call ``rank`` is blocked in, as its engine last published it over the
-        network while running a cell (None if idle, not in a collective, or unknown)."""
+        """The MPI call ``rank`` is blocked in, as its engine last published it (None: none known)."""
         return health.inflight(self, rank)
 
     def where(self, rank: int) -> dict | None:

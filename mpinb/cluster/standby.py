@@ -35,9 +35,11 @@ PATIENCE = 24 * 3600.0
 
 
 def usable(cluster) -> str | None:
-    """Why ``cluster`` gets no standby (facts: "off", "slurm_batch"), None when it gets one."""
+    """Why ``cluster`` gets no standby (facts: "off", "is_standby", "slurm_batch"), None when it gets one."""
     if not cluster.standby:
         return "off"
+    if not cluster.listed:  # a standby itself (it is not listed until swapped in)
+        return "is_standby"
     if cluster.launcher == "slurm" and cluster.slurm_mode == "batch":
         return "slurm_batch"
     return None
@@ -50,7 +52,7 @@ class Standby:
 
     def __init__(self, active):
         self.cluster = type(active)(active.options.updated({  # an MPICluster, as the active one
-            "progress": False, "standby": False, "cluster_id": None, "start_timeout": PATIENCE}))
+            "progress": False, "cluster_id": None, "start_timeout": PATIENCE}))
         self.cluster.listed = False  # not in ipyparallel's cluster files until it is swapped in
         self.active = active
         self.state = "waiting"       # waiting, preparing, ready, failed, stopped

@@ -230,11 +230,13 @@ class SlurmLauncher(Launcher):
 
 class SlurmStepLauncher(SlurmLauncher):
     """Inside an allocation (``SLURM_JOB_ID`` set: ``salloc``, an interactive job): a job step,
-    ``srun --mpi=pmi2 --kill-on-bad-exit=1``."""
+    ``srun --mpi=pmi2 --kill-on-bad-exit=1``, ``--overlap`` where a standby's step shares the
+    running step's CPUs (mpinb.cluster.standby)."""
 
     def mpi_command(self, env: dict) -> tuple[list[str], list[str]]:
         cluster = self.cluster
-        return ([*(cluster.mpi_cmd or ["srun"]), *SRUN_OPTIONS, f"--job-name={self.job_name()}"],
+        overlap = ["--overlap"] if cluster.standby else []
+        return ([*(cluster.mpi_cmd or ["srun"]), *SRUN_OPTIONS, *overlap, f"--job-name={self.job_name()}"],
                 [*self.size_args(), *cluster.mpi_args])
 
     def listed(self) -> list[str]:

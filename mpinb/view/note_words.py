@@ -40,8 +40,8 @@ def dropped_note_words(dropped: dict) -> list[str]:
     return [dropped_words(dropped)]
 
 
-def restart_note_words(n: int, seconds: float, replayed: int) -> list[str]:
-    return ["to free them, " + restart_words(n, seconds, replayed, True)]
+def restart_note_words(n: int, seconds: float, replayed: int, cells: list | None = None) -> list[str]:
+    return ["to free them, " + restart_words(n, seconds, replayed, True, cells)]
 
 
 def restart_failed_note_words(problem: str) -> list[str]:

@@ -54,3 +54,29 @@ def difference_words(d: Difference) -> str:
     if d.notebook is not None:
         parts.append(f"{d.notebook} in the notebook")
     return f"{FIELD_WORDS[d.field]}: {'; '.join(parts)}"
+
+
+#: what each state of the standby (mpinb.cluster.standby) says in ``%mpijax status``
+STANDBY_STATES = {
+    "off": "off (--no-standby): a restart starts the cluster anew",
+    "slurm_batch": "off: a Slurm batch job has none (a second job would queue for its own nodes)",
+    "waiting": "to be prepared once the notebook is idle",
+    "preparing": "being prepared",
+    "ready": "ready: a restart takes about a second",
+    "failed": "failed to start; the next restart starts the cluster anew",
+    "stopped": "stopped",
+    "taken": "swapped in",
+}
+
+
+def standby_words(state: str, paused: bool = False, memory: int | None = None, failure: str | None = None) -> str:
+    """The standby's line of ``%mpijax status``: its state, whether it waits for a cell to end,
+    and the memory it holds."""
+    said = STANDBY_STATES.get(state, state)
+    if paused:
+        said += " (stopped while a cell runs)"
+    if memory:
+        said += f", {memory / 2**30:.1f} GiB of memory" if memory >= 2**30 else f", {memory / 2**20:.0f} MiB of memory"
+    if failure:
+        said += f" ({failure})"
+    return said

@@ -13,6 +13,7 @@ from ..analysis.grouping import group_by
 from ..analysis.hlo_text import marked_lines
 from .outside_end_words import ended_words, what_to_do
 from .rank_words import label
+from .start_words import standby_words
 from .words import finding_text, lost_job_words
 
 
@@ -35,7 +36,8 @@ class StatusTable(dict):
         "lost": "MPI job lost", "ended": "ended", "blocked_ranks": "ranks still in a cell", "checked": "checked mode",
         "jax": "JAX runtime",
         "hlo_capture": "HLO capture", "uptime_s": "up (s)", "start_s": "start took (s)",
-        "setup_cells": "setup cells", "default_timeout": "default timeout (s)", "pids": "engine PIDs (their hosts)"}
+        "setup_cells": "setup cells", "default_timeout": "default timeout (s)", "pids": "engine PIDs (their hosts)",
+        "standby": "standby for restarts"}
 
     #: rank lists, shown as "rank 0" / "ranks 0-3"; other lists (PIDs, hosts) are shown as they are
     RANK_LISTS = ("engines", "blocked_ranks")
@@ -48,6 +50,8 @@ class StatusTable(dict):
                 return lost_job_words(value) + ("" if self.get("running") else f"; {what_to_do(replayed)}")
             if key == "ended":
                 return ended_words(value, replayed)
+            if key == "standby":
+                return standby_words(**value)
             if isinstance(value, list):
                 if not value:
                     return "none"

@@ -229,13 +229,20 @@ def findings_count(warnings) -> str:
     return f"{len(findings)} layout finding{'s' if len(findings) != 1 else ''}" + (f": {detail}" if detail else "")
 
 
-def restart_words(n: int, seconds: float, setup_cells: int, replayed: bool) -> str:
-    """What ``%mpijax restart`` did, in words: what was lost and what came back."""
+def restart_words(n: int, seconds: float, setup_cells: int, replayed: bool,
+                  cells: list[tuple[str, float]] | None = None) -> str:
+    """What ``%mpijax restart`` did, in words: what was lost and what came back, and, with
+    ``cells`` (each replayed cell's first line and seconds), which cells and how long each took."""
     said = f"{n} MPI engines restarted in {seconds:.1f} s; the engines' variables are gone"
-    cells = f"{setup_cells} --setup cell{'s' if setup_cells != 1 else ''}"
+    count = f"{setup_cells} --setup cell{'s' if setup_cells != 1 else ''}"
     if not setup_cells:
         return said + " (there are no --setup cells to replay)"
-    return said + (f", {cells} replayed" if replayed else f"; {cells} not replayed (--no-replay)")
+    if not replayed:
+        return said + f"; {count} not replayed (--no-replay)"
+    if not cells:
+        return said + f", {count} replayed"
+    which = "; ".join(f"{line if len(line) <= 40 else line[:39] + chr(0x2026)} {took:.1f} s" for line, took in cells)
+    return said + f", {count} replayed in {sum(took for _, took in cells):.1f} s ({which})"
 
 
 def freed_words(freed: list[int], dropped: dict[int, tuple[list[dict], int]]) -> str:
