@@ -10,7 +10,7 @@ The code is arranged by side of the wire and by lifecycle: ``cluster/`` (a clust
 the notebook's side), ``cells/`` (running cells on it), ``launch/`` (starting the MPI job),
 ``engine/`` (each rank's side), ``wire/`` (what crosses), ``analysis/`` (pure functions over what
 crossed, for every side) and ``view/`` (every word a user reads); ``mpi/`` is the collective
-library. The documentation's API pages (docs/api.md) list the modules.
+library. The documentation's developer API (docs/developer-api.md) lists the modules.
 """
 
 __all__ = ["CellOptions", "ClusterOptions", "MPICluster", "ViewOptions", "__version__"]

@@ -168,7 +168,7 @@ print("value", float(value))
 # ## The same hangs in mpi4py's own calls
 #
 # mpinb watches the blocking MPI calls a cell makes itself too (`comm.recv`, `comm.Send`,
-# `comm.bcast`, `comm.Barrier`, ...: docs/going-wrong.md, "The MPI watch"). Here every rank asks its right
+# `comm.bcast`, `comm.Barrier`, ...: docs/explanation/deadlocks.md, "The MPI watch"). Here every rank asks its right
 # neighbour for an object before it sends its own to the left.
 
 # %%

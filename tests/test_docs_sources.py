@@ -202,9 +202,9 @@ def test_each_finding_is_explained_in_a_section_of_a_shipped_tutorial():
 
 
 def test_the_open_mpi_recipe_is_where_ci_reads_it():
-    """.ci/openmpi runs the first ```bash block after the openmpi-recipe marker of docs/install.md."""
-    text = (DOCS / "install.md").read_text()
-    assert "docs/install.md" in (ROOT / ".ci" / "openmpi").read_text()
+    """.ci/openmpi runs the first ```bash block after the openmpi-recipe marker of docs/how-to/choose-mpi.md."""
+    text = (DOCS / "how-to" / "choose-mpi.md").read_text()
+    assert "docs/how-to/choose-mpi.md" in (ROOT / ".ci" / "openmpi").read_text()
     after = text[text.index("<!-- openmpi-recipe"):]
     block = after[after.index("```bash\n") + len("```bash\n"):]
     block = block[: block.index("```")]

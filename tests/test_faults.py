@@ -307,7 +307,7 @@ def test_listens_on_loopback_only_or_encrypted(cluster):
     else:
         assert {e["host"] for e in cluster.engines} == {"mpinb-other-host"}
     mpi = loaded_mpi()
-    if mpi.implementation.launcher_listens_everywhere:  # Open MPI 4: its mpiexec alone (docs/install.md)
+    if mpi.implementation.launcher_listens_everywhere:  # Open MPI 4: its mpiexec alone (docs/how-to/choose-mpi.md)
         launcher = os.path.realpath(find_launcher(mpi, local=True))
         listening = listening_addresses([p for p in procs if executable(p) != launcher])
     assert set(listening) <= {"127.0.0.1", "::1"}, listening

@@ -1,6 +1,6 @@
 """A long notebook of plain ``%%mpijax`` cells, run headless by plain ``jupyter execute`` and by
 papermill on 2 ranks: every cell's output is there, and no cell waited on the client (the stall
-of docs/troubleshooting.md, "A headless run stalls", which a live view made of ipywidgets
+of docs/how-to/headless.md, "A headless run stalls", which a live view made of ipywidgets
 ``Output`` areas provoked in about one run in three of 25 cells). The tutorials run the same
 way in tests/test_notebooks.py."""
 

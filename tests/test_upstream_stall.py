@@ -1,4 +1,4 @@
-"""The upstream cause of the headless stall (docs/troubleshooting.md, "A headless run stalls"),
+"""The upstream cause of the headless stall (docs/how-to/headless.md, "A headless run stalls"),
 shown without mpinb, nbclient or a kernel: pyzmq's asyncio poll of a socket waits on the
 socket's file descriptor, which is edge-triggered. nbclient answers every output it mirrors into
 an ipywidgets ``Output`` widget with a ``comm_msg`` on the shell channel, through jupyter_client's

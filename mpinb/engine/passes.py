@@ -150,7 +150,7 @@ class Tee(io.TextIOBase):
 
 def _rollback(ns: dict, snapshot: dict) -> None:
     """Undo the bindings a cell made in ``ns``: new names go, rebound names get their old value.
-    (Objects mutated in place stay mutated: docs/magic.md says so.)"""
+    (Objects mutated in place stay mutated: docs/reference/magic.md says so.)"""
     for name in [k for k in ns if k not in snapshot]:
         del ns[name]
     for name, value in snapshot.items():

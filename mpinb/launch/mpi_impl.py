@@ -30,7 +30,7 @@ A launcher is looked for beside the library (``PREFIX/bin`` of ``PREFIX/lib/libm
 Debian's ``/usr/lib/<arch>``), beside this Python, then on PATH, and must say it is of that
 family (``--version``; MPICH's ``mpiexec.gforker``, which cannot say, only beside the library or
 this Python): a venv that holds the ``mpich`` wheel's ``mpiexec`` and loads a system Open MPI
-gets Open MPI's. Open MPI refuses to start as root unless told (docs/install.md, "Choosing the MPI").
+gets Open MPI's. Open MPI refuses to start as root unless told (docs/how-to/choose-mpi.md).
 """
 
 from __future__ import annotations

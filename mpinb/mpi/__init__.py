@@ -16,7 +16,7 @@ try:
 except RuntimeError as _exc:  # mpi4py's own: no MPI library could be loaded
     raise ImportError(
         f"mpinb: mpi4py finds no MPI library ({_exc}). Install one: pip install mpich (or mpinb[mpich]), "
-        "or your system's MPI and build mpinb against it (docs/install.md, 'Choosing the MPI')") from _exc
+        "or your system's MPI and build mpinb against it (docs/how-to/choose-mpi.md)") from _exc
 
 from . import library as _library  # noqa: E402 - after the variant is known
 

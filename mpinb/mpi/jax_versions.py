@@ -1,7 +1,7 @@
 """Which JAX mpinb runs on: the floor (pyproject.toml's ``jax>=``, the collective suite runs on
 it in .ci/floor), the newest series tested (.ci/run always takes the newest release), and the
 check at import: a JAX older than the floor is refused, a newer one than tested is let through
-with a ``JaxVersionWarning`` (docs/install.md, "Which JAX": why there is no upper bound).
+with a ``JaxVersionWarning`` (docs/how-to/choose-mpi.md, "Which JAX": why there is no upper bound).
 
 Tested: the collective suite, nested ordering included, passed on JAX 0.4.36, 0.5.0, 0.6.0,
 0.7.0 and 0.10.2 at 1, 2 and 4 ranks.

@@ -48,7 +48,7 @@ REBUILD_HINT = (
     "    MPINB_MPICC=/path/to/mpicc pip install --no-build-isolation --force-reinstall --no-deps . "
     "(in a clone; for an installed release: --no-binary mpinb mpinb)\n"
     "or let mpi4py load the MPI mpinb was built for (MPICH: pip install mpich, and unset MPI4PY_LIBMPI / "
-    "LD_LIBRARY_PATH overrides). See docs/install.md, 'Choosing the MPI'."
+    "LD_LIBRARY_PATH overrides). See docs/how-to/choose-mpi.md."
 )
 
 

@@ -71,11 +71,11 @@ class ClusterOptions:
 
     n: int = field(default=4, metadata=about("number of MPI ranks (engines)", Flag("-n", int)))
     launcher: str | None = field(default=None, metadata=about(
-        "how the ranks start: local (mpiexec.gforker on this host; the default), mpiexec (the given launcher "
-        "command and arguments as they are; the default when either is given) or slurm (a step of the current "
-        "allocation, else a batch job)", Flag("--launcher", choices=LAUNCHERS)))
+        "how the ranks start: local (the launcher of the MPI mpi4py loads, on this host; the default), mpiexec "
+        "(the given launcher command and arguments as they are; the default when either is given) or slurm (a "
+        "step of the current allocation, else a batch job)", Flag("--launcher", choices=LAUNCHERS)))
     mpi_cmd: tuple[str, ...] | None = field(default=None, metadata=about(
-        "launcher command (default: the mpich wheel's mpiexec; srun with slurm)",
+        "launcher command (default: the mpiexec of the MPI mpi4py loads; srun with slurm)",
         Flag("--mpi-cmd", words_or_none, metavar="CMD")))
     mpi_args: tuple[str, ...] = field(default=(), metadata=about(
         "extra launcher arguments, quoted (to srun with slurm)", Flag("--mpi-args", words, metavar='"ARGS"')))

@@ -28,9 +28,8 @@ OVERRIDE_ENV = environment.MPIABI.name
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # mpinb/, where the variants are built
 
-SOURCE_RECIPE = ("build mpinb from source against that MPI: "
-                 "MPINB_MPICC=/path/to/mpicc pip install --no-binary mpinb --no-build-isolation mpinb "
-                 "(README, 'Choosing the MPI')")
+SOURCE_RECIPE = ("build mpinb from source against that MPI, in a clone: "
+                 "MPINB_MPICC=/path/to/mpicc pip install --no-build-isolation . (docs/how-to/choose-mpi.md)")
 
 
 def library_file(variant: Variant, kind: str) -> str | None:

@@ -89,8 +89,7 @@ def ids_not_ranks_words(cause: str, ids, ranks, alone: bool) -> str:
     said = f"engine ids {ids} are not the MPI ranks {ranks}"
     if alone:
         said += (": the ranks do not see each other, as when the launcher belongs to another MPI than the one "
-                 "mpi4py loads (leave mpi_cmd unset to use that MPI's own launcher; docs/install.md, "
-                 "'Choosing the MPI')")
+                 "mpi4py loads (leave mpi_cmd unset to use that MPI's own launcher; docs/how-to/choose-mpi.md)")
     return said
 
 
@@ -206,7 +205,7 @@ def launcher_words(cause: str, python: str = "", problem: str = "", said: str = 
         return f"cannot ask {python} which MPI mpi4py loads: {problem}"
     if cause == "no_mpi":
         return (f"mpi4py finds no MPI library in this Python ({said}): install one, e.g. `pip install mpich` "
-                "(or `pip install 'mpinb[mpich]'`), or your system's MPI (docs/install.md, 'Choosing the MPI')")
+                "(or `pip install 'mpinb[mpich]'`), or your system's MPI (docs/how-to/choose-mpi.md)")
     if cause == "unknown_mpi":
         return f"mpinb does not know how to launch {version!r} ({path}): pass its launcher as mpi_cmd=[...] (--mpi-cmd)"
     if cause == "no_launcher":
@@ -214,9 +213,9 @@ def launcher_words(cause: str, python: str = "", problem: str = "", said: str = 
                 f"{', '.join(names)} beside it and on PATH; pass it as mpi_cmd=[...] (--mpi-cmd)")
     if cause == "refuses_root":
         settings = " ".join(f"{v}=1" for v in variables)
+        # not --mpi-args: any mpi_args choose the mpiexec launcher, without the local one's settings
         return (f"{family} refuses to run as root unless told: set {settings} in the environment "
-                f"(os.environ, before starting the cluster), or pass --mpi-args \"{root_arg}\" "
-                "(docs/install.md, 'Choosing the MPI')")
+                "(os.environ, before starting the cluster; docs/how-to/choose-mpi.md)")
     return (f"{command} is {said}'s launcher, but mpi4py loads {family} ({version}): its ranks would "
             f"not see each other. Use {family}'s launcher (leave mpi_cmd unset to let mpinb find it)")
 

@@ -7,7 +7,7 @@ ipywidgets ``Output`` areas: a headless client (``jupyter execute``, papermill, 
 --execute``, all nbclient) answers every output captured in an ``Output`` widget with a message on
 the shell channel while it waits for the cell's reply on that same socket, and that send can
 swallow the reply's wake-up, so that the run stalls for the client's whole cell timeout, or for
-ever without one (docs/troubleshooting.md, "A headless run stalls"). A display update asks
+ever without one (docs/how-to/headless.md, "A headless run stalls"). A display update asks
 nothing of the client.
 """
 

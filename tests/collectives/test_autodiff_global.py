@@ -149,7 +149,7 @@ def test_allreduce_sum_ad_is_mpi4jax_s(world, how):
     assert_same(pullback(jnp.asarray(ct))[0], ct)
 
     # chained allreduces: each transpose is the identity, so the gradient is ct, mpi4jax's number
-    # (the outer allreduce sums a value that is already replicated; docs/library.md says so)
+    # (the outer allreduce sums a value that is already replicated; docs/reference/library.md says so)
     h = _maybe_jit(how, jax.grad(lambda v: jnp.vdot(ct, f(f(v)))))(x)
     assert_same(h, ct)
 

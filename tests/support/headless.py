@@ -5,7 +5,7 @@ a process of its own, as a workshop organiser runs them before a workshop (no cl
 project's own), and returns the executed notebook. ``late_starts(nb)`` reads nbclient's timing
 metadata (both tools record it): a cell that started more than ``allowed`` seconds after the
 kernel sent the previous cell's reply was held up by the client, the stall of
-docs/troubleshooting.md ("A headless run stalls"), which lasts a whole cell timeout.
+docs/how-to/headless.md ("A headless run stalls"), which lasts a whole cell timeout.
 """
 
 from __future__ import annotations

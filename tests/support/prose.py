@@ -37,12 +37,12 @@ def prose_paragraphs(text: str) -> list[str]:
             if stripped == fence:
                 fence = None
             continue
-        if not stripped or stripped.startswith(("#", "|", ":", "<", "$")):
-            close()
+        if not stripped or stripped.startswith(("#", "|", "<", "$")) or re.match(r"^:\w*:", stripped):
+            close()  # a heading, a table, HTML, a directive's option (":maxdepth: 1")
             continue
-        if re.match(r"^([-*+]|\d+\.)\s", stripped):  # a list item starts a paragraph of its own
+        if re.match(r"^([-*+:]|\d+\.)\s", stripped):  # a list item or a definition: a paragraph of its own
             close()
-            stripped = re.sub(r"^([-*+]|\d+\.)\s+", "", stripped)
+            stripped = re.sub(r"^([-*+:]|\d+\.)\s+", "", stripped)
         current.append(stripped)
     close()
     return out
