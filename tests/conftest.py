@@ -38,7 +38,7 @@ KINDS = {
     "cluster": ["test_magic.py", "test_faults.py", "test_output.py", "test_soak.py", "test_notebooks.py",
                 "test_jax_native.py", "test_lifetime.py", "test_cluster_upkeep.py", "test_deadlocks_on_cluster.py",
                 "test_controller.py", "test_divergence_cells.py", "test_headless.py", "test_outside_end.py",
-                "test_profile.py", "test_docs_snippets.py"],
+                "test_profile.py", "test_docs_snippets.py", "test_standby.py"],
     "topology": ["test_other_host.py", "test_slurm.py"],
     "browser": ["test_browser.py"],
     # the built documentation site in a browser: run last, after the notebook tests saved the runs it shows

@@ -130,7 +130,11 @@ class Standby:
             if self.state != "ready":
                 return None
             self.state = "taken"
-            return self.cluster
+        if self.cluster.ended_outside() is not None:  # it died meanwhile (killed, the OOM killer)
+            self.state = "failed"
+            self.cluster.stop()
+            return None
+        return self.cluster
 
     def stop(self) -> None:
         """End the standby: at once if ready, else its start is cut short (its processes ended)."""

@@ -16,7 +16,10 @@ SCRIPT = Path(__file__).resolve().parent / "other_host.sh"
 
 
 def make_cluster(n: int, **options) -> MPICluster:
-    """A cluster of ``n`` ranks where the tests run (``options``: MPICluster's others)."""
+    """A cluster of ``n`` ranks where the tests run (``options``: MPICluster's others), without
+    a standby unless asked (tests/test_standby.py tests it; elsewhere it would double the
+    engines the suite starts)."""
+    options.setdefault("standby", False)
     if SLURM:
         # UCX_NET_DEVICES=lo: the test's Slurm nodes are this machine
         return MPICluster(n=n, progress=False, launcher="slurm", engine_env={"UCX_NET_DEVICES": "lo"}, **options)
