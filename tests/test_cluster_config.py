@@ -91,7 +91,7 @@ def test_slurm_batch_script_as_sbatch_gets_it(monkeypatch, tmp_path):
                  "#SBATCH --time=1:00:00", "#SBATCH --job-name=mpinb-17-abcd"):
         assert line in script.splitlines(), script
     assert script.count("--partition") == 1 and script.splitlines()[-1].startswith("srun --mpi=pmi2 ")
-    assert " -m mpinb.engine --mpi" in script.splitlines()[-1]  # ipyparallel's engine; id = MPI rank
+    assert " -m mpinb.engine --IPEngine.wait_for_url_file=120 --mpi" in script.splitlines()[-1]  # id = MPI rank
 
 
 def test_encryption_follows_the_controller_address():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import time
 
 import psutil
@@ -189,19 +190,37 @@ def _stop(ipp_cluster) -> None:
     psutil.wait_procs(left, timeout=5)  # gone before the next one starts
 
 
-def start_controller(ipp_cluster, timeout: float) -> int:
+def _stop_engines(ipp_cluster) -> None:
+    """End the engines started for a controller that cannot serve (they know its ports only)."""
+    for engine_set in list(getattr(ipp_cluster, "engines", {}).values()):
+        with contextlib.suppress(Exception):  # already gone
+            engine_set.signal(signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        ipp_cluster.stop_engines_sync()
+    ipp_cluster.engines.clear()
+
+
+def start_controller(ipp_cluster, timeout: float, with_engines: bool = False) -> int:
     """Start the controller of ``ipp_cluster`` and wait until it serves every port it named (see
     the module's docstring); a controller that cannot (a port taken or never opened, or it
     ended) is stopped and a new one started, ATTEMPTS in all. Returns how many were started.
-    ControllerError when the last one failed too, or when ``timeout`` seconds passed."""
+    ControllerError when the last one failed too, or when ``timeout`` seconds passed.
+    ``with_engines``: start the engines as soon as the controller has written where it listens,
+    while it opens its ports (the engines' own start, a second of Python imports, goes on
+    meanwhile; they connect once the ports are open); a controller that cannot serve takes its
+    engines with it, and the next one gets new ones."""
     deadline = time.monotonic() + timeout
     for attempt in range(1, ATTEMPTS + 1):
         ipp_cluster.start_controller_sync()
         try:
+            if with_engines:  # they wait for its connection file if they are not given its contents
+                ipp_cluster.start_engines_sync()
             wait_until_listening(ipp_cluster, deadline)
             return attempt
         except ControllerDied as exc:
             output = "" if exc.port_lost else ipp_cluster.controller.get_output()[-2000:]
+            if with_engines:
+                _stop_engines(ipp_cluster)
             _stop(ipp_cluster)
             if attempt == ATTEMPTS or time.monotonic() > deadline:
                 raise ControllerError(cause="could_not_start", attempts=attempt, died=exc.facts,

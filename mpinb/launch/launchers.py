@@ -71,10 +71,11 @@ def slurm_mode(env=os.environ) -> str:
     return "step" if in_slurm_allocation(env) else "batch"
 
 
-def _engine_cmd(status_dir: str) -> list[str]:
-    """Each rank runs under mpinb.launch.rank, which reports how its engine ended (mpinb.wire.status)."""
+def _engine_cmd(status_dir: str, wait: float = 120.0) -> list[str]:
+    """Each rank runs under mpinb.launch.rank, which reports how its engine ended (mpinb.wire.status);
+    an engine that reads where the controller listens from its file waits ``wait`` seconds for it."""
     return [sys.executable, "-m", "mpinb.launch.rank", "--status-dir", status_dir, "--",
-            sys.executable, "-m", "mpinb.engine"]
+            sys.executable, "-m", "mpinb.engine", f"--IPEngine.wait_for_url_file={wait:g}"]
 
 
 def _watch_env(cluster, env: dict) -> None:
@@ -121,7 +122,7 @@ class Launcher:
         _watch_env(cluster, env)
         c.MPIEngineSetLauncher.environment = env
         if cluster.status_dir:
-            c.MPIEngineSetLauncher.engine_cmd = _engine_cmd(cluster.status_dir)
+            c.MPIEngineSetLauncher.engine_cmd = _engine_cmd(cluster.status_dir, cluster.start_timeout)
 
     def mpi_command(self, env: dict) -> tuple[list[str], list[str]]:
         """(the MPI launcher command, its arguments); may add to the engines' ``env``."""
@@ -150,6 +151,13 @@ class LocalLauncher(Launcher):
     (``mpi_impl.IMPLEMENTATIONS``)."""
 
     name = "local"
+
+    def configure(self, c: Config, env: dict) -> None:
+        """As every launcher does; and the engines, on this host, read where the controller
+        listens from its connection file, which they wait for: so they can start with it, not
+        after it (their start, mostly imports, overlaps the controller's)."""
+        super().configure(c, env)
+        c.Cluster.send_engines_connection_env = False
 
     def mpi_command(self, env: dict) -> tuple[list[str], list[str]]:
         mpi = loaded_mpi(_engines_env(self.cluster, env))
