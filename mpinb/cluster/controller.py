@@ -16,7 +16,9 @@ start takes what it took before (8.0 s here).
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
+import os
 import signal
 import time
 
@@ -200,6 +202,15 @@ def _stop_engines(ipp_cluster) -> None:
     ipp_cluster.engines.clear()
 
 
+def remove_connection_files(ipp_cluster) -> None:
+    """Remove the connection files of the cluster's id (a controller's that ended, or was killed):
+    engines that wait for the next controller's file would read these."""
+    security = os.path.join(ipp_cluster.profile_dir, "security")
+    for stale in glob.glob(os.path.join(security, f"ipcontroller-{ipp_cluster.cluster_id}-*")):
+        with contextlib.suppress(OSError):
+            os.remove(stale)
+
+
 def start_controller(ipp_cluster, timeout: float, with_engines: bool = False) -> int:
     """Start the controller of ``ipp_cluster`` and wait until it serves every port it named (see
     the module's docstring); a controller that cannot (a port taken or never opened, or it
@@ -211,6 +222,7 @@ def start_controller(ipp_cluster, timeout: float, with_engines: bool = False) ->
     engines with it, and the next one gets new ones."""
     deadline = time.monotonic() + timeout
     for attempt in range(1, ATTEMPTS + 1):
+        remove_connection_files(ipp_cluster)
         ipp_cluster.start_controller_sync()
         try:
             if with_engines:  # they wait for its connection file if they are not given its contents

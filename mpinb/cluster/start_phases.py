@@ -6,7 +6,6 @@ raises with the launcher's output or the engines' words.
 
 from __future__ import annotations
 
-import glob
 import os
 import secrets
 import tempfile
@@ -85,9 +84,6 @@ def run_start(cluster, t0: float, progress: StartProgress) -> None:
     listing = {} if cluster.listed else {"cluster_file": ""}  # a standby is not listed until swapped in
     cluster._cluster = ipp.Cluster(config=config, log_level=40, engine_timeout=int(cluster.start_timeout),
                                    cluster_id=cluster.cluster_id, **listing)
-    security = os.path.join(cluster._cluster.profile_dir, "security")
-    for stale in glob.glob(os.path.join(security, f"ipcontroller-{cluster.cluster_id}-*")):
-        os.remove(stale)  # a killed controller's of the same id: engines that wait for its file would read it
     try:
         start_controller(cluster._cluster, cluster.start_timeout, with_engines=True)  # the engines start meanwhile
         lifetime.register(cluster, cluster._cluster)  # from here on, nothing outlives this process
