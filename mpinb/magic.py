@@ -193,6 +193,8 @@ class MpiJaxMagics(Magics):
         """%mpijax start: a new cluster with the options given."""
         if self.cluster is not None and self.cluster.running:
             raise UsageError("%mpijax: a cluster is already running; %mpijax stop or restart it first")
+        if self.cluster is not None:  # one that ended: what is left of it goes (its standby)
+            self.cluster.stop()
         try:
             self.cluster = MPICluster(from_arguments(args))
         except ValueError as exc:
@@ -228,6 +230,8 @@ class MpiJaxMagics(Magics):
         """%mpijax attach [ID] [--force]: this kernel holds a running cluster again."""
         if self.cluster is not None and self.cluster.running:
             raise UsageError("%mpijax attach: this kernel already has a cluster; %mpijax stop it first")
+        if self.cluster is not None:  # one that ended: what is left of it goes (its standby)
+            self.cluster.stop()
         try:
             self.cluster = MPICluster.attach(args.id, force=args.force)
         except ClusterError as exc:

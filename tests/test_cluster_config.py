@@ -49,9 +49,9 @@ def test_slurm_job_step_inside_an_allocation(monkeypatch):
     c = cluster.config()
     assert cluster.slurm_mode == "step" and not cluster.local
     assert c.Cluster.engine_launcher_class == "mpi"
-    # --overlap: the standby's step (mpinb.cluster.standby) shares the running step's CPUs
-    assert c.MPILauncher.mpi_cmd == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1", "--overlap",
-                                     "--job-name=mpinb-17-abcd"]
+    assert c.MPILauncher.mpi_cmd == ["srun", "--mpi=pmi2", "--kill-on-bad-exit=1", "--job-name=mpinb-17-abcd"]
+    cluster.listed = False  # a standby's step (mpinb.cluster.standby) shares the running step's CPUs
+    assert "--overlap" in cluster.config().MPILauncher.mpi_cmd
     assert c.MPILauncher.mpi_args == ["--nodes=2", "--cpu-bind=cores"]
     assert c.Cluster.controller_ip == "*"  # the engines are remote: every interface,
     assert c.Cluster.controller_args == [*CONTROLLER_ARGS, "--IPController.enable_curve=True"]  # and encrypted
@@ -91,7 +91,8 @@ def test_slurm_batch_script_as_sbatch_gets_it(monkeypatch, tmp_path):
                  "#SBATCH --time=1:00:00", "#SBATCH --job-name=mpinb-17-abcd"):
         assert line in script.splitlines(), script
     assert script.count("--partition") == 1 and script.splitlines()[-1].startswith("srun --mpi=pmi2 ")
-    assert " -m mpinb.engine --IPEngine.wait_for_url_file=120 --mpi" in script.splitlines()[-1]  # id = MPI rank
+    assert " -m mpinb.engine --IPEngine.wait_for_url_file=120 " in script.splitlines()[-1]
+    assert script.splitlines()[-1].endswith(" --mpi")  # ipyparallel's engine; id = MPI rank
 
 
 def test_encryption_follows_the_controller_address():
@@ -338,3 +339,30 @@ def test_a_local_job_s_ranks_wait_without_keeping_their_core(machine, monkeypatc
             monkeypatch.setenv(name, "0")
             assert name not in MPICluster(n=2, progress=False).config().MPIEngineSetLauncher.environment
             monkeypatch.delenv(name)
+
+
+def test_the_rank_wrapper_waits_until_the_controller_s_file_is_whole(tmp_path, monkeypatch):
+    """The local launcher starts the engines with the controller: each rank's wrapper waits
+    until the controller's engine file parses (a half-written file would end the engine)."""
+    import threading
+    import time
+
+    from mpinb.launch import rank
+
+    security = tmp_path / "security"
+    security.mkdir()
+    path = security / "ipcontroller-17-x-engine.json"
+    path.write_text('{"registration": 12')  # half written
+    env = {"IPP_PROFILE_DIR": str(tmp_path), "IPP_CLUSTER_ID": "17-x"}
+    command = ["python", "-m", "mpinb.engine", "--IPEngine.wait_for_url_file=30"]
+    threading.Timer(0.3, lambda: path.write_text('{"registration": 1234}')).start()
+    started = time.monotonic()
+    rank.wait_for_connection_file(command, env)
+    assert 0.25 < time.monotonic() - started < 20 and path.read_text().endswith("}")
+    assert rank.option(["a", "--profile-dir", "/p", "--cluster-id=c"], "--cluster-id") == "c"
+    assert rank.option(["a", "--profile-dir", "/p"], "--profile-dir") == "/p"
+    started = time.monotonic()
+    rank.wait_for_connection_file(command, {**env, "IPP_CONNECTION_INFO": "{}"})  # given: no file read
+    rank.wait_for_connection_file(["python", "--IPEngine.wait_for_url_file=0.2"], {"IPP_PROFILE_DIR": "/nowhere",
+                                                                                   "IPP_CLUSTER_ID": "y"})
+    assert time.monotonic() - started < 5  # gives up after its wait: the engine then says what it misses

@@ -8,10 +8,13 @@ the files true (mpinb.cluster.upkeep): a cluster that no longer runs is not offe
 
 from __future__ import annotations
 
-import contextlib
+import glob
+import json
 import os
 import tempfile
 import time
+
+import psutil
 
 from ..errors import ClusterError, ClusterHeld
 from ..view import error_words as _error_words  # noqa: F401 - gives mpinb.errors its voice
@@ -34,23 +37,32 @@ def listing() -> list[dict]:
 def profile_clusters() -> dict[str, dict]:
     """The running clusters that ipyparallel started from an mpinb profile (the IPython Parallel
     panel's "+ NEW", ``ipcluster start --profile=mpinb``) and that mpinb has no file of yet:
-    {cluster id: a record of what is known (its id, size, profile, cluster file, start)}."""
-    from ipyparallel.cluster import ClusterManager
+    {cluster id: a record of what is known (its id, size, profile, cluster file, start)}. Read
+    from their cluster files (ipyparallel's own loading would start a thread per cluster here)."""
+    from IPython.paths import get_ipython_dir
 
     known = {record["id"] for record in registry.clusters()}
     found = {}
-    for ipp_cluster in ClusterManager().load_clusters(log=None).values():
-        cluster_id = ipp_cluster.cluster_id
-        if not cluster_id or cluster_id in known or ipp_cluster.controller is None:
+    for profile_dir in glob.glob(os.path.join(get_ipython_dir(), "profile_*")):
+        if not profile.made_by_mpinb(profile_dir):
             continue
-        if not profile.made_by_mpinb(ipp_cluster.profile_dir):
-            continue
-        with contextlib.suppress(OSError):
+        for path in glob.glob(os.path.join(profile_dir, "security", "cluster-*.json")):
+            try:
+                with open(path) as fh:
+                    saved = json.load(fh)
+                cluster_id = saved["cluster"]["cluster_id"]
+                pid = saved["controller"]["state"]["pid"]
+                n = sum(int(engines.get("n") or 0) for engines in saved["engines"]["sets"].values())
+                started = os.path.getmtime(path)
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue  # being written, or not a cluster of ipyparallel's
+            if not cluster_id or cluster_id in known or not psutil.pid_exists(pid):
+                continue
             found[cluster_id] = {
-                "id": cluster_id, "n": sum(es.n or 0 for es in ipp_cluster.engines.values()),
-                "launcher": "local", "profile": os.path.basename(ipp_cluster.profile_dir).removeprefix("profile_"),
-                "ipp_cluster_file": ipp_cluster.cluster_file, "started_at": os.path.getmtime(ipp_cluster.cluster_file),
-                "holder": None, "released_at": None, "keep_alive": None, "started_outside": True}
+                "id": cluster_id, "n": n, "launcher": saved["engines"].get("class", "mpi"),
+                "profile": os.path.basename(profile_dir).removeprefix("profile_"), "ipp_cluster_file": path,
+                "started_at": started, "holder": None, "released_at": None, "keep_alive": None,
+                "started_outside": True}
     return found
 
 

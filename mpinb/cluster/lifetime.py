@@ -59,6 +59,7 @@ def register(cluster, ipp_cluster, started_outside: bool = False) -> subprocess.
         "released_at": None,
         "keep_alive": cluster.keep_alive,
         "started_outside": started_outside,
+        "standby": not cluster.listed,  # a standby: not listed, not attached (mpinb.cluster.standby)
         "options": options_of(cluster),
         "own_id": cluster._own_cluster_id,
         # what the watchdog ends, in this order, and what says that the cluster ended outside

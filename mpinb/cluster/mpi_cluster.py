@@ -35,7 +35,7 @@ from . import lifetime, outside_end, registry, standby, upkeep
 from .progress import StartProgress
 from .settled_messages import SettledMessages
 from .start_phases import configuration, run_start
-from .watchdog import kill_with_group
+from .watchdog import kill_remnants
 
 
 class MPICluster:
@@ -164,8 +164,8 @@ class MPICluster:
             health.kill_engines(self)
         if cluster is not None:
             launcher_for(self).end_job(cluster)  # so that stopping does not wait
-        if ended and self.record and self.record.get("controller"):  # a killed controller's own children too
-            kill_with_group(self.record["controller"])
+        if ended:  # a controller killed alone leaves its children
+            kill_remnants(self.cluster_id)
         if self.client is not None:
             with contextlib.suppress(Exception):  # best effort on the way down
                 self.client.close()
@@ -205,24 +205,7 @@ class MPICluster:
         prepared ahead is swapped in (a second); else the cluster starts anew. ``keep_progress=
         False``: the start's progress bar is taken away once done (a restart inside a cell, whose
         view says it). ``replayed`` then holds each replayed cell's first line and seconds."""
-        cells = list(self.setup_cells)
-        t0 = time.perf_counter()
-        waiting, self._standby = self._standby, None
-        ready = waiting.take(wait=self.start_timeout) if waiting is not None else None
-        self._teardown()
-        if ready is not None:
-            standby.swap_in(self, ready)
-            self.start_seconds = time.perf_counter() - t0
-            self.idle_since = time.monotonic()
-            standby.prepare(self)
-        else:
-            self.start(keep_progress=keep_progress)
-        self.replayed = []
-        for code in cells if replay_setup else []:
-            started = time.perf_counter()
-            self.run_cell(code, CellOptions(setup=True))
-            self.replayed.append((code.strip().split("\n")[0], time.perf_counter() - started))
-        return self
+        return standby.restart(self, replay_setup, keep_progress)
 
     # ----------------------------------------------------------------------- cells
     def ensure_ready(self) -> list[dict]:
@@ -255,6 +238,7 @@ class MPICluster:
         ended = self.ended_outside(job)
         if ended is not None:
             self.ended = ended
+            self._stop_standby()
             self._teardown(ended=True)
         return ended
 

@@ -18,11 +18,13 @@ IPython Parallel panel shows the running cluster only) until it is swapped in.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
 import threading
 import time
+import weakref
 
 import psutil
 
@@ -30,18 +32,23 @@ from . import identity, registry
 
 #: seconds without a cell before a standby begins to prepare
 IDLE = 2.0
+#: the standbys of this process, stopped at its exit (a standby's start may be under way then)
+LIVE: weakref.WeakSet = weakref.WeakSet()
 #: the standby's start waits this long for each phase (its stops included)
 PATIENCE = 24 * 3600.0
 
 
 def usable(cluster) -> str | None:
-    """Why ``cluster`` gets no standby (facts: "off", "is_standby", "slurm_batch"), None when it gets one."""
+    """Why ``cluster`` gets no standby ("off", "is_standby", "slurm_batch", "per_rank_devices"),
+    None when it gets one."""
     if not cluster.standby:
         return "off"
     if not cluster.listed:  # a standby itself (it is not listed until swapped in)
         return "is_standby"
     if cluster.launcher == "slurm" and cluster.slurm_mode == "batch":
         return "slurm_batch"
+    if cluster.devices != "cpu":  # its ranks would take the running ranks' accelerators
+        return "per_rank_devices"
     return None
 
 
@@ -51,15 +58,17 @@ class Standby:
     ready (or None), ``stop()`` ends it."""
 
     def __init__(self, active):
-        self.cluster = type(active)(active.options.updated({  # an MPICluster, as the active one
-            "progress": False, "cluster_id": None, "start_timeout": PATIENCE}))
+        # an MPICluster, as the active one; it ends with this process (no keep_alive) until swapped in
+        self.cluster = type(active)(active.options.updated({
+            "progress": False, "cluster_id": None, "start_timeout": PATIENCE, "keep_alive": None}))
         self.cluster.listed = False  # not in ipyparallel's cluster files until it is swapped in
         self.active = active
         self.state = "waiting"       # waiting, preparing, ready, failed, stopped
         self.failure: str | None = None
-        self.paused = False
+        self.paused: list[int] = []   # the process groups stopped while a cell runs
         self.thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        LIVE.add(self)
 
     # ----------------------------------------------------------------------- preparing
     def begin_when_idle(self) -> None:
@@ -98,21 +107,22 @@ class Standby:
         entries = [e for e in (record or {}).get("processes", []) if e.get("pgid") == e.get("pid")]
         return [e["pgid"] for e in entries if identity.running(e)]
 
-    def _signal(self, sig: int) -> None:
-        for group in self._groups():
+    @staticmethod
+    def _signal(groups: list[int], sig: int) -> None:
+        for group in groups:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(group, sig)
 
     def pause(self) -> None:
         """Stop a standby that is still preparing, so that the cell about to run has the cores."""
         if self.state == "preparing" and not self.paused:
-            self.paused = True
-            self._signal(signal.SIGSTOP)
+            self.paused = self._groups()
+            self._signal(self.paused, signal.SIGSTOP)
 
     def resume(self) -> None:
-        if self.paused:
-            self.paused = False
-            self._signal(signal.SIGCONT)
+        """Let the groups that pause() stopped go on (exactly those)."""
+        paused, self.paused = self.paused, []
+        self._signal(paused, signal.SIGCONT)
 
     # ----------------------------------------------------------------------- handing over
     def take(self, wait: float) -> object | None:
@@ -127,9 +137,12 @@ class Standby:
         if self.thread is not None:
             self.thread.join(wait)
         with self._lock:
-            if self.state != "ready":
-                return None
-            self.state = "taken"
+            ready = self.state == "ready"
+            if ready:
+                self.state = "taken"
+        if not ready:  # still preparing after ``wait``, or failed: ended, not left behind
+            self.stop()
+            return None
         if self.cluster.ended_outside() is not None:  # it died meanwhile (killed, the OOM killer)
             self.state = "failed"
             self.cluster.stop()
@@ -168,7 +181,7 @@ class Standby:
 
     def facts(self) -> dict:
         """What ``%mpijax status`` says of it (mpinb.view.tables words it)."""
-        return {"state": self.state, "paused": self.paused, "memory": self.memory(), "failure": self.failure}
+        return {"state": self.state, "paused": bool(self.paused), "memory": self.memory(), "failure": self.failure}
 
 
 def prepare(active) -> None:
@@ -185,14 +198,60 @@ def swap_in(active, ready) -> None:
     from .settled_messages import SettledMessages
 
     for name in ("cluster_id", "_own_cluster_id", "_cluster", "client", "every_engine", "engines", "preflight",
-                 "notes", "workdir", "record", "started_at"):
+                 "notes", "workdir", "record"):
         setattr(active, name, getattr(ready, name))
+    active.started_at = time.time()
     active._direct_views, active.outstanding, active._watched = {}, {}, {}
     active._settled = SettledMessages()
     active.lost = active.ended = None
     ipp_cluster = active._cluster
     ipp_cluster.cluster_file = os.path.join(ipp_cluster.profile_dir, "security", f"cluster-{active.cluster_id}.json")
     ipp_cluster.update_cluster_file()
+    ipp_cluster.shutdown_atexit = active.keep_alive is None
+    from .lifetime import options_of
+
     files = [*active.record.get("files", []), ipp_cluster.cluster_file]
-    active.record = registry.update(active.cluster_id, ipp_cluster_file=ipp_cluster.cluster_file,
-                                    files=files) or active.record
+    active.record = registry.update(  # the active cluster's own options (its keep_alive, its patience)
+        active.cluster_id, ipp_cluster_file=ipp_cluster.cluster_file, files=files, standby=False,
+        options=options_of(active), keep_alive=active.keep_alive, setup_cells=active.setup_cells) or active.record
+
+
+def restart(active, replay_setup: bool = True, keep_progress: bool = True):
+    """``active.restart()`` (an MPICluster): its processes ended, then its standby swapped in if
+    one is ready (else a start); the setup cells replayed, each one's first line and seconds kept
+    in ``active.replayed``."""
+    from ..options.cell_options import CellOptions
+
+    cells = list(active.setup_cells)
+    t0 = time.perf_counter()
+    waiting, active._standby = active._standby, None
+    try:
+        active._teardown()  # first: the old ranks (spinning in MPI, maybe) give the standby the cores
+        ready = waiting.take(wait=active.start_timeout) if waiting is not None else None
+    except BaseException:  # the stop button meanwhile: no standby is left behind
+        if waiting is not None:
+            waiting.stop()
+        raise
+    if ready is not None:
+        swap_in(active, ready)
+        active.start_seconds = time.perf_counter() - t0
+        active.idle_since = time.monotonic()
+        prepare(active)
+    else:
+        active.start(keep_progress=keep_progress)
+    active.replayed = []
+    for code in cells if replay_setup else []:
+        started = time.perf_counter()
+        active.run_cell(code, CellOptions(setup=True))
+        active.replayed.append((code.strip().split("\n")[0], time.perf_counter() - started))
+    registry.update(active.cluster_id, setup_cells=active.setup_cells)  # what a later attach replays
+    return active
+
+
+@atexit.register
+def _stop_all() -> None:
+    """At this process's exit, end its standbys (one whose start is under way would otherwise
+    leave what it started so far to the watchdog, or, before it is registered, to no one)."""
+    for standby in list(LIVE):
+        with contextlib.suppress(Exception):  # best effort on the way out
+            standby.stop()

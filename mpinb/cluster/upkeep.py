@@ -91,6 +91,8 @@ def keep_watched(cluster_id: str | None) -> list[dict]:
     return [{"cause": "watchdog_replaced"}]
 
 
-def running() -> list[dict]:
-    """The records of the clusters that run, after the upkeep."""
-    return [kept.record for kept in survey() if kept.verdict == RUNNING]
+def running(standbys: bool = False) -> list[dict]:
+    """The records of the clusters that run, after the upkeep (a kernel's standbys left out:
+    they are its own, not to be listed or attached, unless ``standbys``)."""
+    return [kept.record for kept in survey()
+            if kept.verdict == RUNNING and (standbys or not kept.record.get("standby"))]

@@ -46,6 +46,7 @@ import time
 
 import psutil
 
+from .. import environment
 from . import identity, outside_end, registry
 
 POLL = 1.0  # seconds between looks at the holder and the cluster's processes
@@ -84,20 +85,32 @@ def watched(cluster_id: str) -> bool:
 
 def kill_with_group(entry: dict) -> None:
     """SIGKILL to the process an entry ({pid, started, pgid}) names, if it still runs, and to its
-    whole process group when it leads one (what it forked, even what would outlive it). A leader
-    that already ended (killed alone) may have left its group: that group is killed too, for its
-    ID cannot have been given to another process while a member of the group lives (a process
-    that has the leader's PID now means it was, and nothing is killed)."""
+    whole process group when it leads one (what it forked, even what would outlive it)."""
     proc = same_process(entry)
-    leads = entry.get("pgid") == entry["pid"]
-    if proc is None and not (leads and identity.this_boot(entry) and not psutil.pid_exists(entry["pid"])):
+    if proc is None:
         return
-    if leads:
+    if entry.get("pgid") == entry["pid"]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(entry["pid"], signal.SIGKILL)
-    if proc is not None:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
+    with contextlib.suppress(psutil.Error):
+        proc.kill()
+
+
+def kill_remnants(cluster_id: str | None) -> None:
+    """SIGKILL to what is left of a cluster whose leaders were killed alone (a controller killed
+    with SIGKILL leaves its children): the processes of this user whose environment names the
+    cluster (MPINB_CLUSTER_ID, which mpinb gives its controller and engines; an id is used once)."""
+    if not cluster_id:
+        return
+    me = os.getuid()
+    for proc in psutil.process_iter(["uids"]):
+        try:
+            if proc.pid == os.getpid() or proc.info["uids"] is None or proc.info["uids"].real != me:
+                continue
+            if proc.environ().get(environment.CLUSTER_ID.name) == cluster_id:
+                proc.kill()
+        except psutil.Error:  # ended meanwhile, or not ours to read
+            continue
 
 
 def end_processes(record: dict) -> None:
@@ -112,6 +125,8 @@ def end_processes(record: dict) -> None:
                 subprocess.run(["scancel", "--signal=KILL", listed], capture_output=True, timeout=30, check=False)
     for entry in record.get("processes", []):  # the MPI launcher, then the controller
         kill_with_group(entry)
+    if outside_end.how_it_ended(record) is not None:  # a process of it was killed alone: its children
+        kill_remnants(record.get("id"))
 
 
 def remove_files(record: dict) -> None:

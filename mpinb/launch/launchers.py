@@ -72,10 +72,13 @@ def slurm_mode(env=os.environ) -> str:
 
 
 def _engine_cmd(status_dir: str, wait: float = 120.0) -> list[str]:
-    """Each rank runs under mpinb.launch.rank, which reports how its engine ended (mpinb.wire.status);
-    an engine that reads where the controller listens from its file waits ``wait`` seconds for it."""
+    """Each rank runs under mpinb.launch.rank, which reports how its engine ended (mpinb.wire.status).
+    Its engine may start before the controller listens (mpinb.cluster.controller.start_controller):
+    it waits ``wait`` seconds for the controller's file and answer, not ipyparallel's 10 and 5, and
+    tolerates 180 s without the controller's heartbeat (every 0.25 s: start_phases.CONTROLLER_ARGS)."""
     return [sys.executable, "-m", "mpinb.launch.rank", "--status-dir", status_dir, "--",
-            sys.executable, "-m", "mpinb.engine", f"--IPEngine.wait_for_url_file={wait:g}"]
+            sys.executable, "-m", "mpinb.engine", f"--IPEngine.wait_for_url_file={wait:g}",
+            f"--IPEngine.timeout={wait:g}", "--IPEngine.max_heartbeat_misses=240"]
 
 
 def _watch_env(cluster, env: dict) -> None:
@@ -238,12 +241,12 @@ class SlurmLauncher(Launcher):
 
 class SlurmStepLauncher(SlurmLauncher):
     """Inside an allocation (``SLURM_JOB_ID`` set: ``salloc``, an interactive job): a job step,
-    ``srun --mpi=pmi2 --kill-on-bad-exit=1``, ``--overlap`` where a standby's step shares the
-    running step's CPUs (mpinb.cluster.standby)."""
+    ``srun --mpi=pmi2 --kill-on-bad-exit=1``; a standby's (mpinb.cluster.standby) with
+    ``--overlap``: it shares the running step's CPUs."""
 
     def mpi_command(self, env: dict) -> tuple[list[str], list[str]]:
         cluster = self.cluster
-        overlap = ["--overlap"] if cluster.standby else []
+        overlap = [] if cluster.listed else ["--overlap"]  # a standby's step shares the running step's CPUs
         return ([*(cluster.mpi_cmd or ["srun"]), *SRUN_OPTIONS, *overlap, f"--job-name={self.job_name()}"],
                 [*self.size_args(), *cluster.mpi_args])
 
@@ -281,7 +284,7 @@ class SlurmBatchLauncher(SlurmLauncher):
         launcher.environment = env
         if cluster.status_dir:
             # --mpi: engine id = MPI rank (ipyparallel's MPI launcher adds it; its batch launchers do not)
-            launcher.engine_cmd = [*_engine_cmd(cluster.status_dir), "--mpi"]
+            launcher.engine_cmd = [*_engine_cmd(cluster.status_dir, cluster.start_timeout), "--mpi"]
 
     def directives(self) -> str:
         """The #SBATCH lines of the options: written into the script here, because ipyparallel

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -74,6 +75,39 @@ def ensure_profile_dir(command: list[str], env=os.environ) -> None:
                 os.makedirs(path, exist_ok=True)
 
 
+def option(command: list[str], name: str) -> str | None:
+    """The value of ``--name=V`` or ``--name V`` in a command line, None when it has none."""
+    for i, arg in enumerate(command):
+        if arg.startswith(f"{name}="):
+            return arg.split("=", 1)[1]
+        if arg == name and i + 1 < len(command):
+            return command[i + 1]
+    return None
+
+
+def wait_for_connection_file(command: list[str], env=os.environ) -> None:
+    """Where the engine reads the controller's address from a file, not from
+    $IPP_CONNECTION_INFO (the local launcher starts the engines with the controller), wait until
+    the file is whole: ipyparallel's engine reads it once it exists, and a file still being
+    written would end the engine (and the job). At most ``--IPEngine.wait_for_url_file`` seconds;
+    then the engine says what it misses."""
+    if env.get("IPP_CONNECTION_INFO"):
+        return
+    profile = env.get("IPP_PROFILE_DIR") or option(command, "--profile-dir")
+    cluster_id = env.get("IPP_CLUSTER_ID") or option(command, "--cluster-id")
+    if not profile or cluster_id is None:
+        return
+    path = os.path.join(profile, "security", f"ipcontroller-{cluster_id}-engine.json" if cluster_id
+                        else "ipcontroller-engine.json")
+    end = time.monotonic() + float(option(command, "--IPEngine.wait_for_url_file") or 10)
+    while time.monotonic() < end:
+        with contextlib.suppress(OSError, ValueError):
+            with open(path) as fh:
+                json.load(fh)
+            return
+        time.sleep(0.02)
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 3 or argv[0] != "--status-dir" or "--" not in argv:
@@ -83,6 +117,7 @@ def main(argv=None) -> int:
     command = argv[argv.index("--") + 1:]
     os.makedirs(status_dir, exist_ok=True)
     ensure_profile_dir(command)
+    wait_for_connection_file(command)
     parent = os.getppid()
     # close_fds=False: the child inherits the MPI launcher's PMI socket (PMI_FD) to become the rank
     child = subprocess.Popen(command, close_fds=False, env={**os.environ, STATUS_DIR_ENV: status_dir})
