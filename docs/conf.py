@@ -130,8 +130,7 @@ def write_api_pages() -> None:
         title = "mpinb: the package and its top-level modules" if room == "mpinb" else f"mpinb.{room}"
         lines = [f"# {title}", ""]
         for name in names:
-            # not indexed: the public API's own page (reference/api.md) is where its names are
-            lines += [f"## {name}", "", "```{eval-rst}", f".. automodule:: {name}", "   :no-index:", "```", ""]
+            lines += [f"## {name}", "", "```{eval-rst}", f".. automodule:: {name}", "```", ""]
         target = out / f"{room}.md"
         text = "\n".join(lines)
         if not target.is_file() or target.read_text() != text:

@@ -260,6 +260,17 @@ def shoot(cell, name: str) -> None:
     cell.screenshot(path=str(ARTIFACTS / name))
 
 
+def live_height(cell, rank: int) -> float:
+    """The height of a rank's live box: the display is redrawn in place (mpinb.view.live), so a
+    box found may be replaced before it is measured; measured again until one holds still."""
+    for _ in range(50):
+        box = cell.locator(f".mpinb-live-output-{rank}").bounding_box()
+        if box is not None:
+            return box["height"]
+        time.sleep(0.05)
+    raise AssertionError(f"no live box of rank {rank} held still to be measured")
+
+
 def test_an_attendee_s_path_through_a_mistake_a_hang_a_restart_and_a_stale_global(lab, attendee_notebook):
     """What a workshop attendee sees, in JupyterLab at 2 ranks, with a screenshot of each step
     in tests/artifacts/attendee-*.png: a failed cell is the view and one line under it, its
@@ -298,7 +309,7 @@ def test_an_attendee_s_path_through_a_mistake_a_hang_a_restart_and_a_stale_globa
         printed.wait_for(timeout=30_000)
         live_prompt = hang.locator(".jp-InputPrompt").first.inner_text()
         # shown, not merely present: the area is as tall as its two lines (it was clipped to nothing)
-        area_heights = [hang.locator(f".mpinb-live-output-{r}").bounding_box()["height"] for r in (0, 1)]
+        area_heights = [live_height(hang, r) for r in (0, 1)]
         live_rank0 = blocked.inner_text()
         shoot(hang, "attendee-hang-halfway.png")
         hang.locator(".mpinb-summary", has_text="timed out").wait_for(timeout=120_000)
@@ -409,12 +420,14 @@ def test_the_hangs_tutorial_shows_no_false_finding_and_no_running_rank_once_done
         code.nth(7).screenshot(path=str(ARTIFACTS / "hangs-fixed-branch.png"))
     for fixed in (3, 5, 7, 9, 11, 13):
         assert "divergent" not in outputs[fixed] and "0 layout findings" in outputs[fixed], (fixed, outputs[fixed])
-    assert "rank 1 finished the cell without calling it" in outputs[6], outputs[6]
+    # what ran differs, said once: by the deadlock's sentence (no divergence finding repeats it)
+    assert "rank 1 left the cell without calling it" in outputs[6] and "divergent" not in outputs[6], outputs[6]
     assert "restarted: ranks 0-1" in outputs[4] and "running" not in outputs[4], outputs[4]
     assert progress_bars == 0 and "engines ready" not in outputs[4], outputs[4]
 
 
 STOP_CELLS = ["%load_ext mpinb\n%mpijax start -n 2",
+              "print('cluster', get_ipython().magics_manager.registry['MpiJaxMagics'].cluster.cluster_id)",
               "%%mpijax --setup\nfrom mpi4py import MPI\nrank = MPI.COMM_WORLD.Get_rank()",
               "%%mpijax\nrank"]
 
@@ -433,17 +446,19 @@ def test_stop_in_the_ipython_parallel_panel_ends_the_cluster_and_the_next_cell_s
     with browser_page("panel-stop-failure.png") as page:
         open_notebook(page, f"{url}/lab/workspaces/panel/tree/panel_stop.ipynb?reset&token={token}")
         run_one(page, 0, "text=2 MPI engines ready")
-        run_one(page, 1, ".mpinb-view .mpinb-summary")
+        run_one(page, 1, "text=cluster ")
+        cluster_id = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea").inner_text().split()[-1]
+        run_one(page, 2, ".mpinb-view .mpinb-summary")
         page.locator(".jp-SideBar .lm-TabBar-tab[title='IPython Parallel']").click()
-        ours = page.locator(".ipp-ClusterListingItem", has_text="State: running")
+        # other notebooks' clusters may be listed too (their kernels run on): ours by its id
+        ours = page.locator(".ipp-ClusterListingItem", has_text=f"default:{cluster_id}")
         ours.wait_for(timeout=60_000)
-        cluster_id = ours.locator(".ipp-ClusterListingItem-title").inner_text().split(":", 1)[1].strip()
         assert cluster_processes(cluster_id)
         ours.locator(".ipp-ClusterListingItem-stop").click()
         page.locator(".ipp-ClusterListingItem", has_text=cluster_id).wait_for(state="detached", timeout=60_000)
-        seconds = run_one(page, 2, "text=stopped outside this notebook")
-        said = page.locator(".jp-Notebook .jp-Cell").nth(2).locator(".jp-OutputArea").inner_text()
-        shoot(page.locator(".jp-Notebook .jp-Cell").nth(2), "panel-stop.png")
+        seconds = run_one(page, 3, "text=stopped outside this notebook")
+        said = page.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-OutputArea").inner_text()
+        shoot(page.locator(".jp-Notebook .jp-Cell").nth(3), "panel-stop.png")
     assert said.strip() == ("UsageError: %%mpijax: the cluster was stopped outside this notebook (ipyparallel's "
                             "stop: the STOP button of the IPython Parallel panel, or ipcluster stop); %mpijax restart "
                             "starts it again and replays 1 --setup cell"), said

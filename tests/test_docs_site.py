@@ -101,18 +101,19 @@ def test_the_search_finds_alltoall(served, page):
     page.locator("#search-results", has_text="Search finished").wait_for(timeout=60_000)
     results = page.locator("#search-results ul.search li")
     links = [results.nth(i).locator("a").first.get_attribute("href") for i in range(results.count())]
-    assert any(link.startswith("library.html") for link in links), links
+    assert any(link.startswith("reference/library.html") for link in links), links
     assert results.count() >= 5, links
 
 
 def test_every_figure_is_drawn(served, page):
-    page.goto(f"{served}/performance.html")
+    page.goto(f"{served}/explanation/performance.html")
     images = page.locator("article img")
     images.first.wait_for(timeout=30_000)
     sizes = page.evaluate("() => [...document.querySelectorAll('article img')].map(i => [i.src, i.naturalWidth])")
-    assert len(sizes) == (ROOT / "docs" / "performance.md").read_text().count("{figure} /_generated/figures/"), sizes
+    shown = (ROOT / "docs" / "explanation" / "performance.md").read_text().count("{figure} /_generated/figures/")
+    assert len(sizes) == shown, sizes
     assert all(width > 0 for _, width in sizes), sizes
-    page.goto(f"{served}/contributing.html")
+    page.goto(f"{served}/explanation/design.html")  # the architecture picture
     picture = page.evaluate("() => [...document.querySelectorAll('article img')].map(i => i.naturalWidth)")
     assert picture and all(w > 0 for w in picture), picture
 

@@ -123,10 +123,17 @@ def controller_exit(cluster):
     process = getattr(getattr(cluster._cluster, "controller", None), "process", None)
     if not isinstance(process, psutil.Process):
         return None
-    try:
-        return process.wait(timeout=0)
-    except (psutil.TimeoutExpired, psutil.Error):
-        return None
+    # ipyparallel's own waiter thread waits on the same process: when it reaps it first, this
+    # wait sees no child, and the status is on the process object a moment later
+    end = time.monotonic() + 0.5
+    while True:
+        try:
+            status = process.wait(timeout=0)
+        except (psutil.TimeoutExpired, psutil.Error):
+            return None  # still running (or not ours to ask)
+        if status is not None or time.monotonic() > end:
+            return status
+        time.sleep(0.02)
 
 
 def launcher_output(cluster) -> str:

@@ -31,7 +31,7 @@ from ..launch.launchers import launcher_for, slurm_mode
 from ..options.cell_options import CellOptions
 from ..options.cluster_options import ClusterOptions
 from ..view import error_words as _error_words  # noqa: F401 - gives mpinb.errors its voice
-from . import lifetime, outside_end, registry, standby, upkeep
+from . import identity, lifetime, outside_end, registry, standby, upkeep
 from .progress import StartProgress
 from .settled_messages import SettledMessages
 from .start_phases import configuration, run_start
@@ -162,6 +162,8 @@ class MPICluster:
         cluster, self._cluster = self._cluster, None
         if not ended:
             health.kill_engines(self)
+        elif self.record and identity.running(self.record.get("controller")):  # what is left of the job's ranks,
+            health.signal_engines(self, signal.SIGKILL)  # wherever they run, through their nannies (no wait)
         if cluster is not None:
             launcher_for(self).end_job(cluster)  # so that stopping does not wait
         if ended:  # a controller killed alone leaves its children
