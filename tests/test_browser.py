@@ -289,7 +289,9 @@ def test_an_attendee_s_path_through_a_mistake_a_hang_a_restart_and_a_stale_globa
             run_one(page, 2, "text=CellFailed")
             if attempt:  # the rerun's view replaced the first one
                 mistake.locator(f".mpinb-rank:has-text('Cell In[{prompt_number(mistake)}]')").first.wait_for()
-            tracebacks[prompt_number(mistake)] = mistake.locator(".mpinb-rank").first.inner_text()
+            card = mistake.locator(".mpinb-rank").first
+            card.locator("details.mpinb-folded summary").first.click()  # the traceback, folded under the error
+            tracebacks[prompt_number(mistake)] = card.inner_text()
             error_lines = mistake.locator("[data-mime-type='application/vnd.jupyter.stderr']").inner_text()
             shoot(mistake, shot)
 

@@ -121,13 +121,15 @@ def test_a_standby_that_died_leaves_a_restart_that_starts_anew(cluster):
 
 
 def test_no_standby_when_asked_for_none_or_for_a_slurm_batch_job():
-    assert standby.usable(types.SimpleNamespace(standby=False, listed=True, launcher="local", slurm_mode=None)) == "off"
-    batch = types.SimpleNamespace(standby=True, listed=True, launcher="slurm", slurm_mode="batch")
-    assert standby.usable(batch) == "slurm_batch"
-    step = types.SimpleNamespace(standby=True, listed=True, launcher="slurm", slurm_mode="step")
-    assert standby.usable(step) is None
-    assert standby.usable(types.SimpleNamespace(standby=True, listed=False, launcher="local", slurm_mode=None)) == \
-        "is_standby"  # a standby has none of its own
+    def cluster(**changes):
+        return types.SimpleNamespace(**{"standby": True, "listed": True, "launcher": "local", "slurm_mode": None,
+                                        "devices": "cpu", **changes})
+
+    assert standby.usable(cluster(standby=False)) == "off"
+    assert standby.usable(cluster(launcher="slurm", slurm_mode="batch")) == "slurm_batch"
+    assert standby.usable(cluster(launcher="slurm", slurm_mode="step")) is None
+    assert standby.usable(cluster(listed=False)) == "is_standby"  # a standby has none of its own
+    assert standby.usable(cluster(devices="per-rank")) == "per_rank_devices"  # the accelerators are taken
     c = make_cluster(2).start()  # the tests' clusters: standby=False
     try:
         assert c._standby is None and c.status()["standby"] == {"state": "off"}

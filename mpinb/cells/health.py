@@ -10,6 +10,7 @@ PID an engine reported: on a cluster that number belongs to another host.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import time
 
@@ -123,6 +124,11 @@ def controller_exit(cluster):
     process = getattr(getattr(cluster._cluster, "controller", None), "process", None)
     if not isinstance(process, psutil.Process):
         return None
+    with contextlib.suppress(ChildProcessError, OSError):  # its status, leaving it to be reaped
+        seen = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        if seen is not None and seen.si_pid == process.pid:
+            killed = seen.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+            return -seen.si_status if killed else seen.si_status
     # ipyparallel's own waiter thread waits on the same process: when it reaps it first, this
     # wait sees no child, and the status is on the process object a moment later
     end = time.monotonic() + 0.5
