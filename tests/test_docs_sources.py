@@ -59,7 +59,21 @@ def slug(heading: str) -> str:
 
 
 def anchors(path: Path) -> set[str]:
-    return {slug(m.group(2)) for m in re.finditer(r"^(#{1,6}) (.+)$", prose(path.read_text()), re.M)}
+    """The anchors of a page's headings (of a notebook's Markdown cells)."""
+    if path.suffix == ".ipynb":
+        text = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                         if c["cell_type"] == "markdown")
+    else:
+        text = path.read_text()
+    return {slug(m.group(2)) for m in re.finditer(r"^(#{1,6}) (.+)$", prose(text), re.M)}
+
+
+def source_of(dest: Path) -> Path:
+    """The file a link leads to, as the sources hold it: docs/tutorials/ is filled by the build
+    (docs/conf.py copies each shipped tutorial there), so its notebooks are read where they ship."""
+    if dest.parent == DOCS / "tutorials" and dest.suffix == ".ipynb":
+        return ROOT / "mpinb" / "tutorials" / dest.name
+    return dest
 
 
 def toctree_entries(page: Path) -> list[Path]:
@@ -80,8 +94,8 @@ def broken_links(page: Path) -> list[str]:
         if re.match(r"^[a-z]+:", target):
             continue  # another site: not checked here
         path, _, anchor = target.partition("#")
-        dest = (page.parent / path).resolve() if path else page
-        if not dest.exists() or (anchor and dest.suffix == ".md" and anchor not in anchors(dest)):
+        dest = source_of((page.parent / path).resolve()) if path else page
+        if not dest.exists() or (anchor and dest.suffix in (".md", ".ipynb") and anchor not in anchors(dest)):
             broken.append(target)
     return broken
 

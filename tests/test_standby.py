@@ -108,15 +108,16 @@ def test_stop_ends_the_standby_too(cluster):
 
 def test_a_standby_that_died_leaves_a_restart_that_starts_anew(cluster):
     waiting = ready(cluster)
-    engines = [p for p in cluster_processes(waiting.cluster.cluster_id) if "mpinb.engine" in " ".join(p.cmdline())]
+    standby_id = waiting.cluster.cluster_id  # a cluster that ended forgets its id
+    engines = [p for p in cluster_processes(standby_id) if "mpinb.engine" in " ".join(p.cmdline())]
     for proc in engines:
         proc.send_signal(signal.SIGKILL)
-    launcher = registry.read(waiting.cluster.cluster_id)["launchers"][0]
+    launcher = registry.read(standby_id)["launchers"][0]
     end = time.monotonic() + 30
     while identity.running(launcher) and time.monotonic() < end:  # the standby's job has ended
         time.sleep(0.05)
     cluster.restart()
-    assert waiting.state == "failed" and not cluster_processes(waiting.cluster.cluster_id or "gone")
+    assert waiting.state == "failed" and not cluster_processes(standby_id)
     assert cluster.run_cell("(rank, prepared)").ok
 
 
