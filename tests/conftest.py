@@ -32,7 +32,7 @@ KINDS = {
              "test_freeing.py", "test_by_name.py", "test_docs_sources.py", "test_divergence.py",
              "test_restarted_view.py", "test_identity.py", "test_upstream_stall.py",
              "test_bounded_records.py", "test_upkeep_verdicts.py",
-             "test_abi.py", "test_cluster_options.py", "test_environment.py"],
+             "test_abi.py", "test_cluster_options.py", "test_environment.py", "test_registry.py"],
     # the collective suite: in this process (world size 1), and on 2 and 4 ranks by test_ranks.py
     "multi_rank": ["collectives/", "test_ranks.py", "test_mpi_watch.py", "test_shared_cores.py"],
     "cluster": ["test_magic.py", "test_faults.py", "test_output.py", "test_soak.py", "test_notebooks.py",

@@ -78,12 +78,24 @@ def _choose(cluster_id: str | None) -> dict:
     return record
 
 
-def adopt(cluster_class, record: dict, timeout: float = 30.0):
+def adopt(cluster_class, record: dict, timeout: float = 30.0, force: bool = False):
     """A ``cluster_class`` (MPICluster) that takes in a cluster ipyparallel started from an mpinb
     profile (``record``: as profile_clusters finds it): its engines checked and set up as a
     start does, registered with this process as its holder. It stays ipyparallel's: it outlives
     this process and ends with ipyparallel's stop. One that cannot be taken (its engines did
-    not answer, its ranks are not right) is let go of as it was."""
+    not answer, its ranks are not right) is let go of as it was. One process at a time takes a
+    cluster in: another kernel that tries meanwhile is refused (ClusterHeld), and one that tries
+    after attaches to it as to any held cluster."""
+    with registry.taking(record["id"]) as other:
+        if other is not None:
+            raise ClusterHeld(cause="being_taken", cluster_id=record["id"], pid=other["pid"], host=other["host"])
+        if registry.read(record["id"]) is not None:  # taken in since this process looked
+            return attach(cluster_class, record["id"], force=force, timeout=timeout)
+        return _take_in(cluster_class, record, timeout)
+
+
+def _take_in(cluster_class, record: dict, timeout: float):
+    """adopt's work, while this process alone takes the cluster in."""
     import ipyparallel as ipp
 
     from .start_phases import check_and_set_up
@@ -121,7 +133,7 @@ def attach(cluster_class, cluster_id: str | None = None, *, force: bool = False,
 
     record = _choose(cluster_id)
     if record.get("started_outside") and not record.get("holder"):  # not taken in by a kernel yet
-        return adopt(cluster_class, record, timeout)
+        return adopt(cluster_class, record, timeout, force)
     holder = record.get("holder")
     if registry.alive(holder) and holder.get("pid") != registry.me()["pid"] and not force:
         raise ClusterHeld(cause="held", cluster_id=record["id"], pid=holder["pid"], host=holder["host"])

@@ -7,11 +7,16 @@ The files live in ``<Jupyter runtime dir>/mpinb-clusters/<cluster id>.json`` (th
 its key). A cluster's *holder* is the process (a kernel, a script) that started or last attached
 to it, named by PID, start time and boot (mpinb.cluster.identity) so that a reused PID, a zombie
 or a process of an earlier boot is not taken for it.
+
+Changes to a file are made one at a time (``update`` holds ``<id>.edit`` locked while it reads,
+changes and writes), and one process at a time takes in a cluster that ipyparallel started
+(``taking``, ``<id>.take``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import time
@@ -69,19 +74,64 @@ def read(cluster_id: str) -> dict | None:
         return None
 
 
+@contextlib.contextmanager
+def editing(cluster_id: str):
+    """The cluster's file held for this process's change alone (an exclusive lock on
+    ``<id>.edit``): another process's change waits, and is not lost."""
+    fd = os.open(os.path.join(folder(), f"{cluster_id}.edit"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # and its lock
+
+
 def update(cluster_id: str, **changes) -> dict | None:
-    """Change some fields of a cluster's file; None when it is gone."""
-    record = read(cluster_id)
-    if record is None:
-        return None
-    record.update(changes)
-    write(cluster_id, record)
-    return record
+    """Change some fields of a cluster's file (one change at a time); None when it is gone."""
+    if not os.path.exists(path_of(cluster_id)):
+        return None  # gone: no lock file left behind for it
+    with editing(cluster_id):
+        record = read(cluster_id)
+        if record is None:
+            return None
+        record.update(changes)
+        write(cluster_id, record)
+        return record
+
+
+@contextlib.contextmanager
+def taking(cluster_id: str):
+    """Whether this process may take in the cluster now: yields None while it alone does (others
+    are refused until it leaves the block), else the process that is taking it in (its PID and
+    host, as ``me()`` names it)."""
+    path = os.path.join(folder(), f"{cluster_id}.take")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                other = json.loads(os.pread(fd, 4096, 0) or b"null")
+            except ValueError:  # being written
+                other = None
+            yield other or {"pid": None, "host": None}
+            return
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me()).encode(), 0)
+        try:
+            yield None
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(path)  # one that opened it meanwhile then finds the cluster's file
+    finally:
+        os.close(fd)
 
 
 def remove(cluster_id: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(path_of(cluster_id))
+    """Remove a cluster's file (and the lock of its changes)."""
+    for path in (path_of(cluster_id), os.path.join(folder(), f"{cluster_id}.edit")):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
 
 
 def clusters() -> list[dict]:

@@ -96,7 +96,7 @@ def ids_not_ranks_words(cause: str, ids, ranks, alone: bool) -> str:
 def attach_words(cause: str, records=(), cluster_id: str | None = None, pid=None, host=None,
                  answering: int | None = None, n: int | None = None) -> str:
     """ClusterError / ClusterHeld of ``attach``: none or several clusters to choose from, no such
-    cluster, one held by another live process, one whose engines died."""
+    cluster, one held by another live process (or being attached by one), one whose engines died."""
     known = "\n".join(cluster_line(r) for r in records) or "(none)"
     if cause == "none_to_choose":
         many = "no cluster" if not records else f"{len(records)} clusters"
@@ -106,6 +106,10 @@ def attach_words(cause: str, records=(), cluster_id: str | None = None, pid=None
     if cause == "held":
         return (f"cluster {cluster_id} is held by PID {pid} on {host} "
                 "(another kernel); attach with force=True (%mpijax attach --force) to take it over")
+    if cause == "being_taken":
+        who = f"PID {pid} on {host}" if pid is not None else "another process"
+        return (f"cluster {cluster_id} is being attached by {who} (another kernel) right now; "
+                "once it has, attach with force=True (%mpijax attach --force) to take it over")
     return (f"cluster {cluster_id}: {answering} of its {n} engines answer; the "
             f"others died: end it with %mpijax clean (or mpinb clean)\n{known}")
 
