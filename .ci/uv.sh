@@ -2,7 +2,7 @@
 # ARGS...` makes a fresh venv and installs ARGS into it with uv (PyPI's `uv`), from one cache
 # shared by every lane, files hardlinked from it. These lanes test the wheel, not pip: the README's
 # own command (`pip install -e ".[mpich,test]"`) is .ci/run's, and the source recipe of
-# docs/install.md is run with pip as written (.ci/openmpi). Measured on CI's 2 cores: a lane's venv
+# docs/how-to/choose-mpi.md is run with pip as written (.ci/openmpi). Measured on CI's 2 cores: a lane's venv
 # (the wheel, impi-rt, the test tools; JAX, jaxlib, SciPy, IPython, ipyparallel...) took 29 CPU
 # seconds with pip (`python3 -m venv` with pip 5.7, pip's upgrade 2.2, the install 21.4 with a
 # cold cache), 3.3 with uv (0.2 for the venv without pip, 3.1 with a cold cache, 2.0 warm): about
