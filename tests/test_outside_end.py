@@ -11,18 +11,22 @@ the watchdog ends what is left after its grace and keeps the facts for the next 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import types
 
+import psutil
 import pytest
 from support.holders import cluster_processes
 from support.shell import ipython_shell
 from support.topology import make_cluster
 
+from mpinb.cells import health
 from mpinb.cluster import identity, registry, watchdog
 from mpinb.errors import ClusterLost
 from mpinb.view.tables import StatusTable
@@ -223,3 +227,59 @@ def test_the_count_finds_a_running_cluster_s_processes_and_none_after_its_stop()
         c.stop()
     c.test_ids = (cluster_id, record)
     assert_nothing_left(c)
+
+
+def reap_as_ipyparallel_does(process: psutil.Process) -> None:
+    """ipyparallel's waiter thread for a process it launched: a psutil wait, every 30 ms."""
+    while True:
+        try:
+            process.wait(timeout=0.03)
+            return
+        except psutil.TimeoutExpired:
+            continue
+
+
+def dead(process: psutil.Process) -> None:
+    """Wait until a killed process has ended (a zombie, or reaped already)."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        while process.status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.001)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.003, 0.03])
+def test_a_killed_controller_s_status_is_read_whoever_reaps_it_first(delay):
+    """The exit status that tells a kill from a stop (health.controller_exit), asked beside
+    ipyparallel's waiter, which reaps the controller: read at any moment after the kill, never
+    lost. A process spawned without subprocess.Popen (whose own cleanup would reap it too)."""
+    for _ in range(3):
+        pid = os.posix_spawnp("sleep", ["sleep", "60"], os.environ)
+        process = psutil.Process(pid)
+        waiter = threading.Thread(target=reap_as_ipyparallel_does, args=(process,), daemon=True)
+        waiter.start()
+        cluster = types.SimpleNamespace(_cluster=types.SimpleNamespace(
+            controller=types.SimpleNamespace(process=process, _wait_thread=waiter)))
+        assert health.controller_exit(cluster) is None  # running
+        os.kill(pid, signal.SIGKILL)
+        dead(process)
+        time.sleep(delay)
+        assert health.controller_exit(cluster) == -signal.SIGKILL
+        waiter.join(5)
+
+
+#: a process whose main thread ends first (a zombie in /proc) while another thread ends it 0.5 s later
+MAIN_THREAD_FIRST = ("import ctypes, os, threading, time\n"
+                     "threading.Thread(target=lambda: (time.sleep(0.5), os._exit(3))).start()\n"
+                     "ctypes.CDLL(None).pthread_exit(None)")
+
+
+def test_a_controller_whose_main_thread_ended_first_is_waited_for_its_status():
+    """A multi-threaded controller killed: its main thread is a zombie in /proc (mpinb takes it for
+    ended) a moment before the process can be waited for; the status is read once it can."""
+    pid = os.posix_spawnp(sys.executable, [sys.executable, "-c", MAIN_THREAD_FIRST], os.environ)
+    process = psutil.Process(pid)
+    cluster = types.SimpleNamespace(_cluster=types.SimpleNamespace(
+        controller=types.SimpleNamespace(process=process, _wait_thread=None)))
+    dead(process)  # its main thread
+    assert health._exit_seen(pid) is None  # not waitable yet: its other thread runs
+    assert health.controller_exit(cluster) == 3
+    os.waitpid(pid, 0)

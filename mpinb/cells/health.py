@@ -121,25 +121,50 @@ def launcher_ended(cluster):
 def controller_exit(cluster):
     """The exit status of the controller this process started, once it has ended; None while it
     runs, or when another process started it (an attached cluster's)."""
-    process = getattr(getattr(cluster._cluster, "controller", None), "process", None)
+    controller = getattr(cluster._cluster, "controller", None)
+    process = getattr(controller, "process", None)
     if not isinstance(process, psutil.Process):
         return None
-    with contextlib.suppress(ChildProcessError, OSError):  # its status, leaving it to be reaped
-        seen = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        if seen is not None and seen.si_pid == process.pid:
-            killed = seen.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
-            return -seen.si_status if killed else seen.si_status
-    # ipyparallel's own waiter thread waits on the same process: when it reaps it first, this
-    # wait sees no child, and the status is on the process object a moment later
-    end = time.monotonic() + 0.5
-    while True:
-        try:
-            status = process.wait(timeout=0)
-        except (psutil.TimeoutExpired, psutil.Error):
-            return None  # still running (or not ours to ask)
-        if status is not None or time.monotonic() > end:
-            return status
-        time.sleep(0.02)
+    seen = _exit_seen(process.pid)
+    end = time.monotonic() + 2.0
+    while seen is None and _main_thread_ended(process) and time.monotonic() < end:
+        # its main thread has ended (a zombie in /proc) and its other threads are ending: the
+        # process is waitable once they have
+        time.sleep(0.01)
+        seen = _exit_seen(process.pid)
+    if seen is None:
+        return None  # still running
+    if seen:
+        killed = seen.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+        return -seen.si_status if killed else seen.si_status
+    # ipyparallel's waiter thread reaped it: its psutil wait keeps the status on the same process
+    # object once it returns. A wait of this process's own meanwhile would find no child and keep
+    # None there instead, so the waiter is let finish first.
+    waiter = getattr(controller, "_wait_thread", None)
+    if waiter is not None and not process.is_running():
+        waiter.join(timeout=2.0)
+    try:
+        return process.wait(timeout=0)
+    except (psutil.TimeoutExpired, psutil.Error):
+        return None  # not ours to ask
+
+
+def _exit_seen(pid: int):
+    """How a child process ended, as os.waitid sees it without reaping it: None while it runs,
+    False once it is reaped (or is no child of this process)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    except OSError:
+        return None
+
+
+def _main_thread_ended(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False  # reaped meanwhile: the next look says so
 
 
 def launcher_output(cluster) -> str:
