@@ -102,19 +102,14 @@ def launcher_ended(cluster):
     """The exit status of the MPI launcher started on this host if it has ended (MPICluster.launcher_ended)."""
     engine_sets = getattr(cluster._cluster, "engines", {}) if cluster._cluster is not None else {}
     for engine_set in list(engine_sets.values()):
-        process = getattr(engine_set, "process", None)
-        if not isinstance(process, psutil.Process):
+        if not isinstance(getattr(engine_set, "process", None), psutil.Process):
             continue
         if getattr(engine_set, "state", "") == "after":  # ipyparallel saw it end
             status = (getattr(engine_set, "stop_data", None) or {}).get("exit_code")
             return "unknown" if status is None else status
-        try:
-            status = process.wait(timeout=0)
-        except psutil.TimeoutExpired:
-            continue
-        except psutil.Error:  # already reaped by ipyparallel's own waiter
-            status = None
-        return "unknown" if status is None else status
+        ended, status = exit_of(engine_set)
+        if ended:
+            return "unknown" if status is None else status
     return None
 
 
@@ -122,9 +117,15 @@ def controller_exit(cluster):
     """The exit status of the controller this process started, once it has ended; None while it
     runs, or when another process started it (an attached cluster's)."""
     controller = getattr(cluster._cluster, "controller", None)
-    process = getattr(controller, "process", None)
-    if not isinstance(process, psutil.Process):
+    if not isinstance(getattr(controller, "process", None), psutil.Process):
         return None
+    return exit_of(controller)[1]
+
+
+def exit_of(launcher) -> tuple[bool, int | None]:
+    """Whether the process an ipyparallel launcher of this process started has ended, and its
+    exit status (negative: the signal that killed it; None while it runs, or when not known)."""
+    process = launcher.process
     seen = _exit_seen(process.pid)
     end = time.monotonic() + 2.0
     while seen is None and _main_thread_ended(process) and time.monotonic() < end:
@@ -133,20 +134,22 @@ def controller_exit(cluster):
         time.sleep(0.01)
         seen = _exit_seen(process.pid)
     if seen is None:
-        return None  # still running
+        return False, None  # still running
     if seen:
         killed = seen.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
-        return -seen.si_status if killed else seen.si_status
+        return True, (-seen.si_status if killed else seen.si_status)
     # ipyparallel's waiter thread reaped it: its psutil wait keeps the status on the same process
     # object once it returns. A wait of this process's own meanwhile would find no child and keep
     # None there instead, so the waiter is let finish first.
-    waiter = getattr(controller, "_wait_thread", None)
+    waiter = getattr(launcher, "_wait_thread", None)
     if waiter is not None and not process.is_running():
         waiter.join(timeout=2.0)
     try:
-        return process.wait(timeout=0)
-    except (psutil.TimeoutExpired, psutil.Error):
-        return None  # not ours to ask
+        return True, process.wait(timeout=0)
+    except psutil.TimeoutExpired:
+        return False, None  # not a child of this process, and running
+    except psutil.Error:
+        return True, None
 
 
 def _exit_seen(pid: int):

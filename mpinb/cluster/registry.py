@@ -50,9 +50,11 @@ def alive(holder: dict | None) -> bool:
     return identity.running(holder)
 
 
-def lock_path(cluster_id: str) -> str:
-    """The file its watchdog holds locked while it watches (mpinb.cluster.watchdog)."""
-    return os.path.join(folder(), f"{cluster_id}.lock")
+def lock_path(cluster_id: str, kind: str = "lock") -> str:
+    """A cluster's lock file: ``lock``, the one its watchdog holds while it watches
+    (mpinb.cluster.watchdog); ``edit``, held by each change of its file (``editing``); ``take``,
+    held while a process takes the cluster in (``taking``)."""
+    return os.path.join(folder(), f"{cluster_id}.{kind}")
 
 
 def write(cluster_id: str, record: dict) -> str:
@@ -78,7 +80,7 @@ def read(cluster_id: str) -> dict | None:
 def editing(cluster_id: str):
     """The cluster's file held for this process's change alone (an exclusive lock on
     ``<id>.edit``): another process's change waits, and is not lost."""
-    fd = os.open(os.path.join(folder(), f"{cluster_id}.edit"), os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(lock_path(cluster_id, "edit"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -104,7 +106,7 @@ def taking(cluster_id: str):
     """Whether this process may take in the cluster now: yields None while it alone does (others
     are refused until it leaves the block), else the process that is taking it in (its PID and
     host, as ``me()`` names it)."""
-    path = os.path.join(folder(), f"{cluster_id}.take")
+    path = lock_path(cluster_id, "take")
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
@@ -129,7 +131,7 @@ def taking(cluster_id: str):
 
 def remove(cluster_id: str) -> None:
     """Remove a cluster's file (and the lock of its changes)."""
-    for path in (path_of(cluster_id), os.path.join(folder(), f"{cluster_id}.edit")):
+    for path in (path_of(cluster_id), lock_path(cluster_id, "edit")):
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
 

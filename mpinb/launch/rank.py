@@ -64,15 +64,10 @@ def ensure_profile_dir(command: list[str], env=os.environ) -> None:
     if env.get("IPP_PROFILE_DIR"):
         with contextlib.suppress(OSError):
             os.makedirs(env["IPP_PROFILE_DIR"], exist_ok=True)
-    for i, arg in enumerate(command):
-        path = None
-        if arg.startswith("--profile-dir="):
-            path = arg.split("=", 1)[1]
-        elif arg == "--profile-dir" and i + 1 < len(command):
-            path = command[i + 1]
-        if path:
-            with contextlib.suppress(OSError):
-                os.makedirs(path, exist_ok=True)
+    path = option(command, "--profile-dir")
+    if path:
+        with contextlib.suppress(OSError):
+            os.makedirs(path, exist_ok=True)
 
 
 def option(command: list[str], name: str) -> str | None:
