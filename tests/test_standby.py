@@ -6,6 +6,7 @@ How long a restart takes is benchmarks/restart.py's to say."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -109,9 +110,12 @@ def test_stop_ends_the_standby_too(cluster):
 def test_a_standby_that_died_leaves_a_restart_that_starts_anew(cluster):
     waiting = ready(cluster)
     standby_id = waiting.cluster.cluster_id  # a cluster that ended forgets its id
-    engines = [p for p in cluster_processes(standby_id) if "mpinb.engine" in " ".join(p.cmdline())]
+    engines = [p for p in cluster_processes(standby_id)  # the engines, not their rank wrappers
+               if "mpinb.engine" in " ".join(p.cmdline()) and "mpinb.launch.rank" not in " ".join(p.cmdline())]
+    assert engines
     for proc in engines:
-        proc.send_signal(signal.SIGKILL)
+        with contextlib.suppress(psutil.NoSuchProcess):  # its job ended already, with the first one killed
+            proc.send_signal(signal.SIGKILL)
     launcher = registry.read(standby_id)["launchers"][0]
     end = time.monotonic() + 30
     while identity.running(launcher) and time.monotonic() < end:  # the standby's job has ended
